@@ -1,0 +1,26 @@
+"""auxstore: vLLM's auxiliary-output store, strict and fast.
+
+Drop-in for ``vllm.distributed.aux_output_connector.store``: the same names,
+signatures and exception base classes, with every error leaving the store as
+it was.
+"""
+
+from __future__ import annotations
+
+from auxstore._errors import (
+    BlockObjectStoreError,
+    CapacityError,
+    MissingKeyError,
+    UnreferencedKeyError,
+)
+from auxstore._types import BlockObject, StoreSnapshot, StoreStats
+
+__all__ = [
+    "BlockObject",
+    "BlockObjectStoreError",
+    "CapacityError",
+    "MissingKeyError",
+    "StoreSnapshot",
+    "StoreStats",
+    "UnreferencedKeyError",
+]

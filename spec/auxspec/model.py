@@ -1,0 +1,504 @@
+"""The executable model of the auxiliary-output store.
+
+Every operation is a pure step: ``step(state, inputs) -> (state, outcome)``.
+Expected failures are outcomes (``Err(kind)``), never exceptions, so a failing
+call can be compared across implementations and languages. The only exception
+the model raises is ``UndefinedInput``: an input the ``upstream`` profile does
+not define (vLLM corrupts itself on it), which no generator produces.
+
+Contracts are PEP 316 docstrings (``pre:`` / ``post:``) so CrossHair can check
+them; ``check(state)`` is the same state invariant, callable at run time.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+# A str, not a Literal: CrossHair cannot build Literal-typed fields; check()
+# rejects any other value.
+Profile = str
+PROFILES: tuple[Profile, ...] = ("strict", "upstream")
+
+
+class Kind(enum.StrEnum):
+    """What went wrong, independent of any language's exception classes."""
+
+    CLOSED = "closed"  # any call after close()
+    CAPACITY = "capacity"  # too few evictable keys for the batch
+    MISSING = "missing"  # a read named a key that is not stored
+    UNREFERENCED = "unreferenced"  # a release named a key with no reference
+    PAYLOAD = "payload"  # a payload of the wrong length
+    TYPE = "type"  # a key, payload or buffer of the wrong type
+    BUFFER = "buffer"  # read_into's buffer is too small
+    CONFIG = "config"  # constructor arguments out of range
+
+
+@dataclass(frozen=True)
+class Ok:
+    """A successful call; ``value`` is the bytes read, or None."""
+
+    value: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Err:
+    """A failed call."""
+
+    kind: Kind
+
+
+Outcome = Ok | Err
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """An input value that is not of the type the operation takes.
+
+    Bindings map such values (a non-``str`` key, a non-bytes payload, a
+    read-only buffer) to this marker, so the model decides what happens.
+    """
+
+    what: str = "invalid"
+
+
+Key = str
+KeyArg = str | Invalid
+PayloadArg = bytes | Invalid
+Item = tuple[KeyArg, PayloadArg]
+
+
+class UndefinedInput(ValueError):
+    """An input that the ``upstream`` profile leaves undefined (see DESIGN)."""
+
+
+@dataclass(frozen=True)
+class State:
+    """What a store holds.
+
+    ``entries`` are the stored keys with their payloads, least recent first.
+    ``refs`` are the reference counts, sorted by key so equal states compare
+    equal; a key may be referenced before (or without) being stored.
+    """
+
+    profile: Profile
+    capacity: int
+    object_nbytes: int
+    entries: tuple[tuple[str, bytes], ...] = ()
+    refs: tuple[tuple[str, int], ...] = ()
+    closed: bool = False
+
+
+# --------------------------------------------------------------------- invariant
+
+
+def violations(state: State) -> list[str]:
+    """Every way ``state`` breaks the state invariant (empty when it holds)."""
+    found: list[str] = []
+    if state.profile not in PROFILES:
+        found.append(f"unknown profile {state.profile!r}")
+    if state.capacity < 1:
+        found.append(f"capacity {state.capacity} < 1")
+    if state.object_nbytes < 1:
+        found.append(f"object_nbytes {state.object_nbytes} < 1")
+    if len(state.entries) > state.capacity:
+        found.append(f"{len(state.entries)} stored > capacity {state.capacity}")
+    keys = [key for key, _ in state.entries]
+    if len(set(keys)) != len(keys):
+        found.append("a key is stored twice")
+    for key, payload in state.entries:
+        if type(payload) is not bytes or len(payload) != state.object_nbytes:
+            found.append(f"payload of {key!r} is not {state.object_nbytes} bytes")
+    ref_keys = [key for key, _ in state.refs]
+    if ref_keys != sorted(set(ref_keys)):
+        found.append("reference keys are not unique and sorted")
+    if any(count < 1 for _, count in state.refs):
+        found.append("a reference count is below 1")
+    if state.closed and (state.entries or state.refs):
+        found.append("a closed store still holds data")
+    return found
+
+
+def check(state: State) -> bool:
+    """True when ``state`` satisfies the state invariant."""
+    return not violations(state)
+
+
+# ----------------------------------------------------------------- construction
+
+
+def new(max_bytes: int | Invalid, object_nbytes: int | Invalid, profile: Profile) -> State | Err:
+    """The empty store, or why the arguments are rejected.
+
+    raises: UndefinedInput
+    post: isinstance(__return__, Err) or check(__return__)
+    """
+    if profile not in PROFILES:
+        return Err(Kind.CONFIG)
+    if isinstance(max_bytes, Invalid) or isinstance(object_nbytes, Invalid):
+        if profile == "upstream":
+            raise UndefinedInput("upstream takes int sizes only")
+        return Err(Kind.TYPE)
+    if object_nbytes <= 0 or max_bytes < object_nbytes:
+        return Err(Kind.CONFIG)
+    return State(profile=profile, capacity=max_bytes // object_nbytes, object_nbytes=object_nbytes)
+
+
+# -------------------------------------------------------------------------- put
+
+
+def put(
+    state: State,
+    objects: tuple[Item, ...],
+    retain: tuple[KeyArg, ...] = (),
+    release: tuple[KeyArg, ...] = (),
+) -> tuple[State, Outcome]:
+    """Pins first, then the batch, then terminal moves, then eviction.
+
+    pre: check(state)
+    raises: UndefinedInput
+    post: check(__return__[0])
+    post: _strict_failure_changes_nothing(state, __return__)
+    post: _pinned_keys_survive(state, __return__[0])
+    post: _counts_follow_pins(state, retain, release, __return__)
+    post: _successful_put_is_exact(state, objects, retain, release, __return__)
+    post: _failures_are_justified(state, objects, retain, release, __return__)
+    """
+    if state.closed:
+        return state, Err(Kind.CLOSED)
+    invalid = _first_invalid_put(state.object_nbytes, objects, retain, release)
+    if invalid is not None:
+        if state.profile == "upstream":
+            raise UndefinedInput("upstream takes str keys and exact-length bytes only")
+        return state, Err(invalid)
+    keys_retained = [key for key in retain if isinstance(key, str)]
+    keys_released = [key for key in release if isinstance(key, str)]
+
+    counts, terminal, overreleased = apply_pins(dict(state.refs), keys_retained, keys_released)
+    if overreleased:
+        if state.profile == "strict":
+            return state, Err(Kind.UNREFERENCED)
+        # vLLM raises mid-loop: the retains and releases before it stay applied.
+        return replace(state, refs=_frozen_counts(counts)), Err(Kind.UNREFERENCED)
+
+    batch = dedupe_batch(objects)
+    order = dict(state.entries)  # insertion order is recency order
+    inserted = place_batch(order, batch)
+    move_terminal(order, terminal)
+    protected = set(batch) - set(terminal)
+    victims = choose_victims(order, state.capacity, counts, protected)
+    if victims is None:
+        if state.profile == "strict":
+            return state, Err(Kind.CAPACITY)
+        # vLLM keeps counts and moves, and only takes back the keys it inserted.
+        for key in inserted:
+            del order[key]
+        return _with(state, order, counts), Err(Kind.CAPACITY)
+    for key in victims:
+        del order[key]
+    return _with(state, order, counts), Ok()
+
+
+def apply_pins(counts: dict[str, int], retain: list[str], release: list[str]) -> tuple[dict[str, int], list[str], bool]:
+    """Step 1: retains, then releases, each in order.
+
+    Returns the new counts (``counts`` is updated in place), the keys that
+    reached zero in the order they did (terminal keys), and whether a release
+    found no reference (the counts then hold what was applied before it).
+    """
+    for key in retain:
+        counts[key] = counts.get(key, 0) + 1
+    terminal: list[str] = []
+    for key in release:
+        remaining = counts.get(key, 0) - 1
+        if remaining < 0:
+            return counts, terminal, True
+        if remaining:
+            counts[key] = remaining
+        else:
+            del counts[key]
+            terminal.append(key)
+    return counts, terminal, False
+
+
+def dedupe_batch(objects: tuple[Item, ...]) -> dict[str, bytes]:
+    """Step 2a: as a dict would: first position, last payload."""
+    batch: dict[str, bytes] = {}
+    for key, payload in objects:
+        if isinstance(key, str) and isinstance(payload, bytes):
+            batch[key] = payload
+    return batch
+
+
+def place_batch(order: dict[str, bytes], batch: dict[str, bytes]) -> list[str]:
+    """Step 2b: each batch key moves to the most-recent end; absent keys are
+    inserted there. A stored key keeps its payload (first write wins).
+    Returns the keys inserted."""
+    inserted: list[str] = []
+    for key, payload in batch.items():
+        if key in order:
+            order[key] = order.pop(key)
+        else:
+            order[key] = payload
+            inserted.append(key)
+    return inserted
+
+
+def move_terminal(order: dict[str, bytes], terminal: list[str]) -> None:
+    """Step 3: stored terminal keys move to the most-recent end, in terminal order."""
+    for key in terminal:
+        if key in order:
+            order[key] = order.pop(key)
+
+
+def choose_victims(
+    order: dict[str, bytes], capacity: int, counts: dict[str, int], protected: set[str]
+) -> list[str] | None:
+    """Step 4: the least recent unreferenced, unprotected keys to evict so the
+    store fits, or None when there are too few of them."""
+    excess = len(order) - capacity
+    if excess <= 0:
+        return []
+    victims: list[str] = []
+    for key in order:
+        if key not in counts and key not in protected:
+            victims.append(key)
+            if len(victims) == excess:
+                return victims
+    return None
+
+
+def _first_invalid_put(
+    object_nbytes: int,
+    objects: tuple[Item, ...],
+    retain: tuple[KeyArg, ...],
+    release: tuple[KeyArg, ...],
+) -> Kind | None:
+    """The error of the first invalid value in reading order: each object's key
+    then payload, then the retain keys, then the release keys."""
+    for key, payload in objects:
+        if isinstance(key, Invalid) or isinstance(payload, Invalid):
+            return Kind.TYPE
+        if len(payload) != object_nbytes:
+            return Kind.PAYLOAD
+    if any(isinstance(key, Invalid) for key in retain + release):
+        return Kind.TYPE
+    return None
+
+
+def _frozen_counts(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(counts.items()))
+
+
+def _with(state: State, order: dict[str, bytes], counts: dict[str, int]) -> State:
+    return replace(state, entries=tuple(order.items()), refs=_frozen_counts(counts))
+
+
+# ------------------------------------------------------------------------ reads
+
+
+def get_concatenated(state: State, keys: tuple[KeyArg, ...]) -> tuple[State, Outcome]:
+    """The payloads of ``keys`` joined in order; each key then becomes most recent.
+
+    pre: check(state)
+    raises: UndefinedInput
+    post: check(__return__[0])
+    post: _read_is_exact(state, keys, None, __return__)
+    """
+    return _read(state, keys, None)
+
+
+def read_into(state: State, keys: tuple[KeyArg, ...], buffer_nbytes: int | Invalid) -> tuple[State, Outcome]:
+    """``get_concatenated`` into a caller's buffer of ``buffer_nbytes`` bytes.
+
+    The outcome's value is what is written at the buffer's start; a buffer
+    shorter than that is an error that changes nothing.
+
+    pre: check(state)
+    pre: isinstance(buffer_nbytes, Invalid) or buffer_nbytes >= 0
+    raises: UndefinedInput
+    post: check(__return__[0])
+    post: _read_is_exact(state, keys, buffer_nbytes, __return__)
+    """
+    return _read(state, keys, buffer_nbytes)
+
+
+def _read(state: State, keys: tuple[KeyArg, ...], buffer_nbytes: int | Invalid | None) -> tuple[State, Outcome]:
+    if state.closed:
+        return state, Err(Kind.CLOSED)
+    if any(isinstance(key, Invalid) for key in keys) or isinstance(buffer_nbytes, Invalid):
+        if state.profile == "upstream":
+            raise UndefinedInput("upstream reads str keys into writable buffers only")
+        return state, Err(Kind.TYPE)
+    order = dict(state.entries)
+    wanted = [key for key in keys if isinstance(key, str)]
+    if any(key not in order for key in wanted):
+        return state, Err(Kind.MISSING)
+    data = b"".join(order[key] for key in wanted)
+    if buffer_nbytes is not None and len(data) > buffer_nbytes:
+        return state, Err(Kind.BUFFER)
+    for key in wanted:
+        order[key] = order.pop(key)
+    return replace(state, entries=tuple(order.items())), Ok(data)
+
+
+# ------------------------------------------------------------------------ close
+
+
+def close(state: State) -> tuple[State, Outcome]:
+    """Closing drops everything; closing again is a no-op.
+
+    pre: check(state)
+    post: __return__[0].closed and check(__return__[0])
+    post: __return__[1] == Ok()
+    """
+    return replace(state, entries=(), refs=(), closed=True), Ok()
+
+
+# ------------------------------------------------------------------ observation
+
+
+def stored_keys(state: State) -> tuple[str, ...]:
+    """The stored keys, least recent first."""
+    return tuple(key for key, _ in state.entries)
+
+
+def references(state: State) -> dict[str, int]:
+    """The reference counts (keys with no reference are absent)."""
+    return dict(state.refs)
+
+
+# -------------------------------------------------------------------- contracts
+# Each restates one property declaratively, not the way the step computes it,
+# so a slip in a step is not mirrored in its contract.
+
+
+def _strict_failure_changes_nothing(old: State, result: tuple[State, Outcome]) -> bool:
+    return old.profile != "strict" or isinstance(result[1], Ok) or result[0] == old
+
+
+def _pinned_keys_survive(old: State, new: State) -> bool:
+    pinned_now = dict(new.refs)
+    still = set(stored_keys(new))
+    return all(key in still for key in stored_keys(old) if key in pinned_now)
+
+
+def _expected_counts(old: State, retain: tuple[KeyArg, ...], release: tuple[KeyArg, ...]) -> dict[str, int]:
+    counts = dict(old.refs)
+    every = set(counts) | {k for k in retain + release if isinstance(k, str)}
+    totals = {k: counts.get(k, 0) + retain.count(k) - release.count(k) for k in every}
+    return {k: n for k, n in totals.items() if n != 0}
+
+
+def _counts_follow_pins(
+    old: State, retain: tuple[KeyArg, ...], release: tuple[KeyArg, ...], result: tuple[State, Outcome]
+) -> bool:
+    new, outcome = result
+    if isinstance(outcome, Err) and outcome.kind != Kind.CAPACITY:
+        return True  # strict: unchanged (checked above); upstream: partial
+    if isinstance(outcome, Err) and old.profile == "strict":
+        return True
+    return dict(new.refs) == _expected_counts(old, retain, release)
+
+
+def _terminal_order(old: State, retain: tuple[KeyArg, ...], release: tuple[KeyArg, ...]) -> list[str]:
+    # A key is terminal when its running count, after all retains, hits zero
+    # at some release; its place in the order is the index of that release.
+    running = dict(old.refs)
+    for key in retain:
+        if isinstance(key, str):
+            running[key] = running.get(key, 0) + 1
+    hit_zero: list[str] = []
+    for key in release:
+        if isinstance(key, str):
+            running[key] = running.get(key, 0) - 1
+            if running[key] == 0:
+                hit_zero.append(key)
+    return hit_zero
+
+
+def _successful_put_is_exact(
+    old: State,
+    objects: tuple[Item, ...],
+    retain: tuple[KeyArg, ...],
+    release: tuple[KeyArg, ...],
+    result: tuple[State, Outcome],
+) -> bool:
+    new, outcome = result
+    if isinstance(outcome, Err):
+        return True
+    before = dict(old.entries)
+    after = dict(new.entries)
+    batch_keys = list(dict.fromkeys(k for k, _ in objects if isinstance(k, str)))
+    terminal = _terminal_order(old, retain, release)
+    protected = [k for k in batch_keys if k not in terminal]
+    touched = set(batch_keys) | set(terminal)
+    untouched = [k for k in before if k not in touched]
+    # The order before eviction: untouched keys as they were, then the batch,
+    # then the stored terminal keys.
+    pre_eviction = untouched + protected + [k for k in terminal if k in before or k in batch_keys]
+    survivors = [k for k in pre_eviction if k in after]
+    evicted = [k for k in pre_eviction if k not in after]
+    counts = dict(new.refs)
+    eligible = [k for k in pre_eviction if k not in counts and k not in protected]
+    last_payload = {k: p for k, p in objects if isinstance(k, str) and isinstance(p, bytes)}
+    return (
+        list(after) == survivors
+        and len(after) == min(old.capacity, len(pre_eviction))
+        and evicted == eligible[: len(evicted)]
+        and all(after[k] == (before[k] if k in before else last_payload[k]) for k in after)
+    )
+
+
+def _failures_are_justified(
+    old: State,
+    objects: tuple[Item, ...],
+    retain: tuple[KeyArg, ...],
+    release: tuple[KeyArg, ...],
+    result: tuple[State, Outcome],
+) -> bool:
+    outcome = result[1]
+    if isinstance(outcome, Ok) or outcome.kind in (Kind.CLOSED, Kind.TYPE, Kind.PAYLOAD):
+        return True
+    expected = _expected_counts(old, retain, release)
+    if outcome.kind == Kind.UNREFERENCED:
+        running = dict(old.refs)
+        for key in retain:
+            if isinstance(key, str):
+                running[key] = running.get(key, 0) + 1
+        for key in release:
+            if isinstance(key, str):
+                running[key] = running.get(key, 0) - 1
+                if running[key] < 0:
+                    return True
+        return False
+    # Capacity: even after evicting every unreferenced, unprotected key the
+    # batch and the pinned keys do not fit.
+    batch_keys = set(k for k, _ in objects if isinstance(k, str))
+    terminal = set(_terminal_order(old, retain, release))
+    kept = (batch_keys - terminal) | {k for k in set(dict(old.entries)) | batch_keys if k in expected}
+    return outcome.kind == Kind.CAPACITY and len(kept) > old.capacity
+
+
+def _read_is_exact(
+    old: State, keys: tuple[KeyArg, ...], buffer_nbytes: int | Invalid | None, result: tuple[State, Outcome]
+) -> bool:
+    new, outcome = result
+    before = dict(old.entries)
+    if isinstance(outcome, Err):
+        if new != old:
+            return False
+        if outcome.kind == Kind.MISSING:
+            return any(isinstance(k, str) and k not in before for k in keys)
+        if outcome.kind == Kind.BUFFER:
+            return isinstance(buffer_nbytes, int) and buffer_nbytes < old.object_nbytes * len(keys)
+        return outcome.kind in (Kind.CLOSED, Kind.TYPE)
+    wanted = [k for k in keys if isinstance(k, str)]
+    last_read = {k: i for i, k in enumerate(wanted)}
+    expected_order = [k for k in before if k not in last_read] + sorted(last_read, key=last_read.__getitem__)
+    return (
+        outcome.value == b"".join(before[k] for k in wanted)
+        and list(dict(new.entries)) == expected_order
+        and dict(new.entries) == before
+        and new.refs == old.refs
+    )

@@ -1,0 +1,169 @@
+"""``ReferenceStore``: the model behind the store's public API.
+
+It is slow and obviously right: every call is one model step. Ports and the
+production store are compared with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import TracebackType
+
+from auxspec import binding, model
+from auxspec.model import Err, Kind, Outcome, State
+from auxstore import StoreSnapshot, StoreStats
+
+_MESSAGES: dict[Kind, str] = {
+    Kind.CLOSED: "auxiliary output store is closed",
+    Kind.CAPACITY: "auxiliary output store cannot fit the batch: too few unpinned, unprotected keys to evict",
+    Kind.MISSING: "auxiliary output object is not stored (never put, or evicted)",
+    Kind.UNREFERENCED: "release of a key that holds no reference",
+    Kind.PAYLOAD: "payload length differs from object_nbytes",
+    Kind.TYPE: "keys must be str, payloads and buffers bytes-like, key lists and batches iterable",
+    Kind.BUFFER: "buffer is smaller than the objects read",
+    Kind.CONFIG: "need object_nbytes > 0, max_bytes >= object_nbytes and a known profile",
+}
+
+
+class ReferenceStore:
+    """The executable reference of ``BlockObjectStore`` for either profile."""
+
+    def __init__(self, *, max_bytes: int, object_nbytes: int, profile: str = "strict") -> None:
+        created = model.new(binding.as_size(max_bytes), binding.as_size(object_nbytes), profile)
+        if isinstance(created, Err):
+            raise binding.exception_for(
+                created.kind,
+                profile,
+                f"{_MESSAGES[created.kind]} (max_bytes={max_bytes!r}, "
+                f"object_nbytes={object_nbytes!r}, profile={profile!r})",
+            )
+        self._state: State = created
+        self._hits = self._misses = self._evictions = self._capacity_failures = 0
+
+    # The model state, for tests and drivers that compare whole states.
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def object_nbytes(self) -> int:
+        return self._state.object_nbytes
+
+    @property
+    def capacity(self) -> int:
+        return self._state.capacity
+
+    def _apply(self, result: tuple[State, Outcome], detail: str = "") -> bytes | None:
+        self._state, outcome = result
+        if isinstance(outcome, Err):
+            message = _MESSAGES[outcome.kind] + (f": {detail}" if detail else "")
+            raise binding.exception_for(outcome.kind, self._state.profile, message)
+        return outcome.value
+
+    def put(
+        self,
+        objects: Iterable[object],
+        *,
+        retain_keys: Iterable[str] = (),
+        release_keys: Iterable[str] = (),
+    ) -> None:
+        before = set(model.stored_keys(self._state))
+        items = binding.as_items(objects)
+        result = model.put(self._state, items, binding.as_keys(retain_keys), binding.as_keys(release_keys))
+        new_state, outcome = result
+        if isinstance(outcome, Err):
+            if outcome.kind is Kind.CAPACITY:
+                self._capacity_failures += 1
+        else:
+            batch = {key for key, _ in items if isinstance(key, str)}
+            self._evictions += len((before | batch) - set(model.stored_keys(new_state)))
+        detail = ""
+        if isinstance(outcome, Err) and outcome.kind is Kind.CAPACITY:
+            detail = f"capacity={self._state.capacity} objects"
+        self._apply(result, detail)
+
+    def get_concatenated(self, keys: list[str]) -> bytes:
+        wanted = binding.as_keys(keys)
+        result = model.get_concatenated(self._state, wanted)
+        self._count_read(result[1], len(wanted))
+        value = self._apply(result, self._missing_detail(wanted))
+        assert value is not None  # a successful read always has a value
+        return value
+
+    def read_into(self, keys: list[str], buffer: object) -> int:
+        """Write the concatenated payloads of ``keys`` at the start of ``buffer``
+        (any writable buffer); return the number of bytes written."""
+        wanted = binding.as_keys(keys)
+        view = binding.as_buffer(buffer)
+        nbytes = view if isinstance(view, model.Invalid) else view.nbytes
+        result = model.read_into(self._state, wanted, nbytes)
+        self._count_read(result[1], len(wanted))
+        try:
+            data = self._apply(result, self._missing_detail(wanted))
+            assert data is not None and isinstance(view, memoryview)
+            view[: len(data)] = data
+            return len(data)
+        finally:
+            if isinstance(view, memoryview):
+                view.release()
+
+    def _count_read(self, outcome: Outcome, nkeys: int) -> None:
+        if isinstance(outcome, Err):
+            self._misses += outcome.kind is Kind.MISSING
+        else:
+            self._hits += nkeys
+
+    def _missing_detail(self, keys: tuple[model.KeyArg, ...]) -> str:
+        stored = set(model.stored_keys(self._state))
+        missing = [k for k in keys if isinstance(k, str) and k not in stored]
+        return f"{missing[0]!r}" if missing else ""
+
+    def flush(self) -> None:
+        """Nothing is pending in a synchronous store; only a closed store fails."""
+        if self._state.closed:
+            raise binding.exception_for(Kind.CLOSED, self._state.profile, _MESSAGES[Kind.CLOSED])
+
+    def close(self) -> None:
+        self._apply(model.close(self._state))
+
+    def __enter__(self) -> ReferenceStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        self.flush()
+        return len(self._state.entries)
+
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` is stored; recency does not change."""
+        self.flush()
+        return key in model.stored_keys(self._state)
+
+    def stats(self) -> StoreStats:
+        self.flush()
+        refs = model.references(self._state)
+        return StoreStats(
+            stored=len(self._state.entries),
+            capacity=self._state.capacity,
+            pinned=sum(1 for key in model.stored_keys(self._state) if key in refs),
+            hits=self._hits,
+            misses=self._misses,
+            evictions=self._evictions,
+            capacity_failures=self._capacity_failures,
+        )
+
+    def snapshot(self) -> StoreSnapshot:
+        """Everything observable, without touching recency (also after close)."""
+        return observe(self._state)
+
+
+def observe(state: State) -> StoreSnapshot:
+    """The snapshot of a model state, in the shape every target reports."""
+    return StoreSnapshot(entries=state.entries, references=state.refs, closed=state.closed)
