@@ -1,0 +1,111 @@
+"""Finding, loading and observing stores that are not auxstore's own.
+
+The main one is vLLM's module (``../shared/upstream/vllm_store.py`` next to the
+repository, or wherever ``AUXSTORE_UPSTREAM`` points): the ground truth of the
+``upstream`` profile. It is loaded by path, never vendored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from auxstore import StoreSnapshot
+
+UPSTREAM_ENV = "AUXSTORE_UPSTREAM"
+_UPSTREAM_RELATIVE = Path("..") / "shared" / "upstream" / "vllm_store.py"
+
+
+def upstream_path() -> Path | None:
+    """Where vLLM's module is, or None when it cannot be found.
+
+    ``AUXSTORE_UPSTREAM``, when set, wins and is returned even if the file is
+    missing, so a mistyped path fails loudly in :func:`load_upstream` instead
+    of silently skipping every agreement test. Otherwise the file beside the
+    source checkout (``<repo root>/../shared/upstream``), then, for an
+    installed package whose source tree is elsewhere, the same path relative to
+    the working directory.
+    """
+    configured = os.environ.get(UPSTREAM_ENV)
+    if configured:
+        return Path(configured)
+    repo_root = Path(__file__).resolve().parents[2]  # spec/auxspec/targets.py
+    for candidate in (repo_root / _UPSTREAM_RELATIVE, Path.cwd() / _UPSTREAM_RELATIVE):
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def load_module_from_path(path: Path | str, name: str | None = None) -> ModuleType:
+    """Import the Python file at ``path`` as a module and return it.
+
+    The module is registered in ``sys.modules`` before it runs, because
+    dataclasses look their module up there while being created. Loading the
+    same file again returns the module already loaded, so its classes stay the
+    same objects (an ``except`` on them keeps working).
+
+    raises: FileNotFoundError, ImportError
+    """
+    resolved = Path(path).resolve()
+    if not resolved.is_file():
+        raise FileNotFoundError(f"no Python file to load at {resolved}")
+    if name is None:
+        # Unique per file, so two different files with one stem never collide.
+        digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
+        name = f"_auxspec_target_{resolved.stem}_{digest}"
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(resolved):
+        return loaded
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{resolved} cannot be loaded as a Python module", path=str(resolved))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as error:
+        del sys.modules[name]  # a half-run module must not be found next time
+        raise ImportError(f"running {resolved} failed: {error!r}", path=str(resolved)) from error
+    return module
+
+
+def load_upstream() -> ModuleType | None:
+    """vLLM's store module, or None when it is not available (see :func:`upstream_path`).
+
+    raises: FileNotFoundError, ImportError
+    """
+    path = upstream_path()
+    if path is None:
+        return None
+    return load_module_from_path(path)
+
+
+def observe_vllm(store: Any) -> StoreSnapshot:
+    """The snapshot of a vLLM ``BlockObjectStore``, taken without touching it.
+
+    vLLM has no read-only view: ``get_concatenated`` is the only way to read a
+    payload and it moves the keys it reads, which would change the very order
+    being compared. So this reads the store's private attributes, which is
+    tied to the module's current layout (checked by the agreement tests):
+    ``_lru`` (key -> slot, least recent first), ``_arena`` (the mmap holding
+    slot ``i`` at ``i * object_nbytes``; None once closed) and ``_references``
+    (key -> count). A key left without a slot (vLLM's corruption on a bad
+    payload) is reported with ``b""``, which is what a read of it returns.
+    """
+    arena = store._arena
+    if arena is None:
+        # vLLM keeps its dicts after close, but nothing in them can be reached.
+        return StoreSnapshot(entries=(), references=(), closed=True)
+    size: int = store.object_nbytes
+    entries = tuple(
+        (key, arena[slot * size : (slot + 1) * size] if slot >= 0 else b"") for key, slot in store._lru.items()
+    )
+    return StoreSnapshot(entries=entries, references=tuple(sorted(store._references.items())), closed=False)
+
+
+__all__ = ["UPSTREAM_ENV", "load_module_from_path", "load_upstream", "observe_vllm", "upstream_path"]
