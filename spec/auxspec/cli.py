@@ -1,0 +1,110 @@
+"""The ``auxspec`` command.
+
+Exit codes: 0 the target conforms (or the vectors check out), 1 a divergence
+was found, 2 a usage, file or target error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from auxspec import traces, verify
+from auxspec.ops import TraceError
+
+BUNDLED_VECTORS = Path(__file__).with_name("vectors")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="auxspec", description="Verify auxiliary-output stores against the spec.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    check = commands.add_parser(
+        "verify",
+        help="verify a store implementation against the spec",
+        description="Replay the conformance vectors on TARGET, then search for a divergence for --max-time "
+        "seconds. On a divergence, print the shrunk trace, write it as a vector file and exit 1.",
+    )
+    check.add_argument(
+        "target",
+        nargs="?",
+        help="module:Class, a module exposing BlockObjectStore, or a path to a .py file "
+        "(default: the bundled auxstore.BlockObjectStore)",
+    )
+    check.add_argument("--profile", choices=("strict", "upstream"), default="strict")
+    check.add_argument("--max-time", type=float, default=30.0, help="seconds of exploration (default 30)")
+    check.add_argument("--seed", type=int, help="make the exploration repeatable")
+    check.add_argument("--vectors", type=Path, action="append", help="vector file or folder (default: bundled)")
+    check.add_argument("--out", type=Path, default=Path("divergence.jsonl"), help="where a divergence is written")
+    check.add_argument("--json", action="store_true", help="print a JSON report instead of text")
+
+    args = parser.parse_args(argv)
+    if args.command == "verify":
+        return _verify(args)
+    return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+def _verify(args: argparse.Namespace) -> int:
+    report: dict[str, Any] = {"profile": args.profile}
+    say = _say(args.json)
+    try:
+        target = verify.load_target(args.target)
+        vector_paths = args.vectors or ([BUNDLED_VECTORS] if BUNDLED_VECTORS.is_dir() else [])
+        vectors = [v for v in verify.load_vectors(vector_paths) if v.trace.profile == args.profile]
+    except (LookupError, TraceError, OSError, ImportError) as error:
+        print(f"auxspec: {error}", file=sys.stderr)
+        return 2
+    report["target"] = target.label
+    say(f"verifying {target.label} against the {args.profile} spec")
+
+    started = time.monotonic()
+    for number, vector in enumerate(vectors, start=1):
+        divergence = verify.replay(vector, target)
+        if divergence:
+            say(f"vector {vector.name} ({number}/{len(vectors)}) diverges")
+            return _diverged(args, report, divergence, say)
+    report["vectors"] = len(vectors)
+    say(f"{len(vectors)} vectors pass ({time.monotonic() - started:.1f} s)")
+
+    def progress(tried: int, left: float) -> None:
+        say(f"  explored {tried} traces, {left:.0f} s left")
+
+    divergence, tried = verify.explore(target, args.profile, args.max_time, args.seed, progress)
+    report["explored"] = tried
+    if divergence:
+        return _diverged(args, report, divergence, say)
+    report["result"] = "conforms"
+    say(f"conforms: {len(vectors)} vectors and {tried} explored traces agree with the spec")
+    if args.json:
+        print(json.dumps(report))
+    return 0
+
+
+def _diverged(args: argparse.Namespace, report: dict[str, Any], divergence: verify.Divergence, say: Any) -> int:
+    say(divergence.render())
+    trace = divergence.trace
+    shortest = type(trace)(trace.profile, trace.max_bytes, trace.object_nbytes, trace.ops[: divergence.step + 1])
+    traces.write(
+        traces.vector_from_trace(shortest, "divergence", f"found by auxspec verify on {report['target']}"), args.out
+    )
+    say(f"written to {args.out}")
+    report.update(result="diverges", step=divergence.step, expected=divergence.expected, actual=divergence.actual)
+    report["trace"] = str(args.out)
+    if args.json:
+        print(json.dumps(report))
+    return 1
+
+
+def _say(quiet: bool) -> Any:
+    def say(text: str) -> None:
+        print(text, file=sys.stderr if quiet else sys.stdout, flush=True)
+
+    return say
+
+
+if __name__ == "__main__":
+    sys.exit(main())

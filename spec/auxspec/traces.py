@@ -1,0 +1,106 @@
+"""Trace files (format v1): JSON Lines, a header line then one op per line
+with its expected outcome. The same files are the conformance vectors."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from auxspec.model import PROFILES, Outcome
+from auxspec.ops import (
+    FORMAT,
+    VERSION,
+    Op,
+    Trace,
+    TraceError,
+    expected_outcomes,
+    op_from_json,
+    op_to_json,
+    outcome_from_json,
+    outcome_to_json,
+)
+
+
+@dataclass(frozen=True)
+class Vector:
+    """A trace with the outcome the spec expects after each op."""
+
+    name: str
+    description: str
+    trace: Trace
+    expected: tuple[Outcome, ...]
+
+
+def vector_from_trace(trace: Trace, name: str, description: str = "") -> Vector:
+    """The vector whose expectations the spec computes for ``trace``."""
+    return Vector(name, description, trace, tuple(outcome for outcome, _ in expected_outcomes(trace)))
+
+
+def dumps(vector: Vector) -> str:
+    trace = vector.trace
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "name": vector.name,
+        "description": vector.description,
+        "profile": trace.profile,
+        "max_bytes": trace.max_bytes,
+        "object_nbytes": trace.object_nbytes,
+    }
+    lines = [json.dumps(header)]
+    for op, outcome in zip(trace.ops, vector.expected, strict=True):
+        lines.append(json.dumps({**op_to_json(op), "expect": outcome_to_json(outcome)}))
+    return "\n".join(lines) + "\n"
+
+
+def write(vector: Vector, path: Path) -> None:
+    path.write_text(dumps(vector), encoding="utf-8")
+
+
+def loads(text: str, source: str = "<trace>") -> Vector:
+    """Parse a trace; any fault is a ``TraceError`` naming ``source:line``."""
+    lines = text.splitlines()
+    if not lines or not lines[0].strip():
+        raise TraceError(f"{source}:1: empty file, expected a header line")
+    header = _json_line(lines[0], f"{source}:1")
+    where = f"{source}:1"
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise TraceError(f'{where}: header must have "format": "{FORMAT}"')
+    if header.get("version") != VERSION:
+        raise TraceError(f"{where}: version {header.get('version')!r} is not supported (this reader: {VERSION})")
+    if header.get("profile") not in PROFILES:
+        raise TraceError(f"{where}: profile must be one of {', '.join(PROFILES)}")
+    for size in ("max_bytes", "object_nbytes"):
+        value = header.get(size)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TraceError(f"{where}: {size} must be an integer")
+    ops: list[Op] = []
+    expected: list[Outcome] = []
+    for number, raw in enumerate(lines[1:], start=2):
+        if not raw.strip():
+            continue
+        where = f"{source}:{number}"
+        line = _json_line(raw, where)
+        ops.append(op_from_json(line, where))
+        if not isinstance(line, dict) or "expect" not in line:
+            raise TraceError(f'{where}: op line needs "expect"')
+        expected.append(outcome_from_json(line["expect"], where))
+    trace = Trace(header["profile"], header["max_bytes"], header["object_nbytes"], tuple(ops))
+    return Vector(str(header.get("name", "")), str(header.get("description", "")), trace, tuple(expected))
+
+
+def load(path: Path) -> Vector:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise TraceError(f"{path}: cannot read: {error}") from None
+    return loads(text, str(path))
+
+
+def _json_line(raw: str, where: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise TraceError(f"{where}: not JSON ({error.msg} at column {error.colno})") from None

@@ -1,0 +1,227 @@
+"""Verify a target store against the spec: replay vectors, explore, shrink.
+
+Exploration draws bytes with Hypothesis and decodes them with
+``ops.decode``, the same decoder the fuzzers use, so Hypothesis shrinks a
+divergence to a small input and therefore a short trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from random import Random
+from types import ModuleType
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
+
+from auxspec import traces
+from auxspec.model import Outcome
+from auxspec.ops import Op, Trace, apply, decode, expected_outcomes, outcome_to_json
+from auxstore import StoreSnapshot
+
+Observe = Callable[[Any], StoreSnapshot]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A store implementation to verify: how to build one and, when it can be
+    seen without changing it, how to snapshot it."""
+
+    label: str
+    factory: Callable[[int, int], Any]
+    observe: Observe | None
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first step at which a target and the spec disagree."""
+
+    trace: Trace
+    step: int  # index into trace.ops; -1: the constructor
+    expected: str
+    actual: str
+
+    def render(self) -> str:
+        rows = [f"divergence at step {self.step + 1} of {len(self.trace.ops)}:"]
+        rows.append(
+            f"  store(max_bytes={self.trace.max_bytes}, object_nbytes={self.trace.object_nbytes}, "
+            f"profile={self.trace.profile})"
+        )
+        for index, op in enumerate(self.trace.ops[: self.step + 1]):
+            mark = ">>" if index == self.step else "  "
+            rows.append(f"{mark} {index + 1:>3}. {describe(op)}")
+        rows.append(f"  expected: {self.expected}")
+        rows.append(f"  actual:   {self.actual}")
+        return "\n".join(rows)
+
+
+def describe(op: Op) -> str:
+    from auxspec.ops import Get, Put, ReadInto
+
+    if isinstance(op, Put):
+        objects = ", ".join(f"{k!r}={'None' if p is None else p.hex()}" for k, p in op.objects)
+        pins = "".join(
+            f", {name}={list(keys)!r}" for name, keys in (("retain", op.retain), ("release", op.release)) if keys
+        )
+        return f"put([{objects}]{pins})"
+    if isinstance(op, Get):
+        return f"get_concatenated({list(op.keys)!r})"
+    if isinstance(op, ReadInto):
+        kind = "read-only " if op.readonly else ""
+        return f"read_into({list(op.keys)!r}, {kind}buffer of {op.buffer} bytes)"
+    return "close()"
+
+
+def _show(outcome: Outcome, snapshot: StoreSnapshot | None) -> str:
+    text = str(outcome_to_json(outcome))
+    if snapshot is not None:
+        keys = [k for k, _ in snapshot.entries]
+        text += f"; stored {keys}, refs {dict(snapshot.references)}"
+    return text
+
+
+def compare(trace: Trace, target: Target) -> Divergence | None:
+    """Run ``trace`` on the spec and on ``target``; the first disagreement."""
+    try:
+        store = target.factory(trace.max_bytes, trace.object_nbytes)
+    except Exception as error:
+        return Divergence(trace, -1, "a store", f"constructor raised {error!r}")
+    try:
+        for step, (op, (want, want_snapshot)) in enumerate(zip(trace.ops, expected_outcomes(trace), strict=True)):
+            try:
+                got = apply(store, op)
+            except Exception as error:
+                return Divergence(trace, step, _show(want, None), f"unexpected {_exception_line(error)}")
+            got_snapshot = target.observe(store) if target.observe else None
+            if got != want or (got_snapshot is not None and got_snapshot != want_snapshot):
+                return Divergence(
+                    trace, step, _show(want, want_snapshot if got_snapshot else None), _show(got, got_snapshot)
+                )
+        return None
+    finally:
+        with contextlib.suppress(Exception):  # the trace may have closed it, or shown a failure
+            store.close()
+
+
+def _exception_line(error: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(error), error)).strip()
+
+
+def replay(vector: traces.Vector, target: Target) -> Divergence | None:
+    """Replay a vector's trace; its recorded expectations must match the spec's
+    (``auxspec vectors --check`` proves that) and the target must match both."""
+    return compare(vector.trace, target)
+
+
+def explore(
+    target: Target,
+    profile: str,
+    max_time: float,
+    seed: int | None = None,
+    progress: Callable[[int, float], None] | None = None,
+    round_size: int = 300,
+) -> tuple[Divergence | None, int]:
+    """Search for a divergence for about ``max_time`` seconds; return the
+    shrunk divergence (or None) and how many traces were tried."""
+    deadline = time.monotonic() + max_time
+    tried = 0
+
+    def diverges(data: bytes) -> bool:
+        nonlocal tried
+        tried += 1
+        if progress and tried % 2000 == 0:
+            progress(tried, max(deadline - time.monotonic(), 0.0))
+        if time.monotonic() > deadline:
+            return False
+        return compare(decode(data, profile), target) is not None
+
+    # find() stops at the first divergence and shrinks it; short rounds, each
+    # with its own random stream, keep the search inside the time box.
+    config = settings(
+        max_examples=round_size,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate, Phase.shrink],
+    )
+    strategy = st.binary(min_size=4, max_size=256)
+    rng = Random(seed)
+    while time.monotonic() < deadline:
+        try:
+            found = find(strategy, diverges, settings=config, random=Random(rng.getrandbits(64)))
+        except NoSuchExample:
+            continue
+        return compare(decode(found, profile), target), tried
+    return None, tried
+
+
+# ----------------------------------------------------------------- targets
+
+
+def load_target(spec: str | None) -> Target:
+    """``None``: the bundled auxstore; ``path/to/file.py``; ``module:Class``;
+    or a module exposing ``BlockObjectStore``."""
+    if spec is None:
+        import auxstore
+
+        cls = auxstore.BlockObjectStore
+        return Target("auxstore.BlockObjectStore", _factory(cls), _observer(cls, auxstore))
+    module: ModuleType
+    if spec.endswith(".py"):
+        from auxspec.targets import load_module_from_path
+
+        module = load_module_from_path(Path(spec))
+        cls = _store_class(module, spec)
+        return Target(f"{spec}:{cls.__name__}", _factory(cls), _observer(cls, module))
+    name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(name)
+    except ImportError as error:
+        raise LookupError(f"cannot import {name!r}: {error}") from None
+    if attr:
+        cls = getattr(module, attr, None)
+        if not callable(cls):
+            raise LookupError(f"{name!r} has no class {attr!r}")
+    else:
+        cls = _store_class(module, spec)
+    return Target(f"{name}:{cls.__name__}", _factory(cls), _observer(cls, module))
+
+
+def _store_class(module: ModuleType, spec: str) -> Any:
+    cls = getattr(module, "BlockObjectStore", None)
+    if cls is None:
+        raise LookupError(f"{spec} has no BlockObjectStore; name the class as module:Class")
+    return cls
+
+
+def _factory(cls: Any) -> Callable[[int, int], Any]:
+    def build(max_bytes: int, object_nbytes: int) -> Any:
+        return cls(max_bytes=max_bytes, object_nbytes=object_nbytes)
+
+    return build
+
+
+def _observer(cls: Any, module: ModuleType) -> Observe | None:
+    if hasattr(cls, "snapshot"):
+        return lambda store: store.snapshot()
+    if hasattr(cls, "_evict_to_fit"):  # vLLM's module: read its private fields
+        from auxspec.targets import observe_vllm
+
+        return observe_vllm
+    return None
+
+
+def load_vectors(paths: Iterable[Path]) -> list[traces.Vector]:
+    vectors: list[traces.Vector] = []
+    for path in paths:
+        files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+        vectors.extend(traces.load(file) for file in files)
+    return vectors
