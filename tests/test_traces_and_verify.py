@@ -1,0 +1,135 @@
+"""The op alphabet, the trace format, and ``auxspec verify``'s verdicts."""
+
+from __future__ import annotations
+
+import json
+import random
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from auxspec import cli, traces, verify
+from auxspec.model import Err, Kind, Ok
+from auxspec.ops import Close, Get, Put, ReadInto, Trace, TraceError, decode, op_from_json, op_to_json
+
+
+@given(st.binary(max_size=300), st.sampled_from(["strict", "upstream"]))
+@settings(max_examples=300)
+def test_any_bytes_decode_to_a_trace_the_spec_runs(data: bytes, profile: str) -> None:
+    trace = decode(data, profile)
+    assert 1 <= trace.object_nbytes <= 4
+    assert trace.max_bytes >= trace.object_nbytes
+    vector = traces.vector_from_trace(trace, "any")  # the spec never raises on decoded ops
+    assert len(vector.expected) == len(trace.ops)
+    if profile == "upstream":  # upstream traces never hold undefined inputs
+        assert not any(isinstance(op, ReadInto) for op in trace.ops)
+
+
+def test_decoding_reaches_every_op_and_invalid_values() -> None:
+    seen: set[str] = set()
+    rng = random.Random(7)
+    for _ in range(300):
+        for op in decode(rng.randbytes(200)).ops:
+            seen.add(op.name)
+            if isinstance(op, Put):
+                seen.update("bad key" for k, _ in op.objects if not isinstance(k, str))
+                seen.update("bad payload" for _, p in op.objects if p is None)
+    assert {"put", "get", "read_into", "close", "bad key", "bad payload"} <= seen
+
+
+def test_vector_round_trips_through_text() -> None:
+    trace = Trace(
+        "strict",
+        4,
+        2,
+        (
+            Put((("a", b"xy"), (1, None)), ("a",), ()),
+            Put((("a", b"xy"),), ("a",)),
+            Get(("a",)),
+            ReadInto(("a",), 1),
+            Close(),
+        ),
+    )
+    vector = traces.vector_from_trace(trace, "round trip", "every op")
+    assert vector.expected == (Err(Kind.TYPE), Ok(), Ok(b"xy"), Err(Kind.BUFFER), Ok())
+    assert traces.loads(traces.dumps(vector)) == vector
+    for op in trace.ops:
+        assert op_from_json(op_to_json(op), "here") == op
+
+
+HEADER = '{"format": "auxspec-trace", "version": 1, "profile": "strict", "max_bytes": 4, "object_nbytes": 2}'
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("", 1, "empty file"),
+        ("{not json", 1, "not JSON"),
+        ('{"format": "other", "version": 1}', 1, "format"),
+        (HEADER.replace('"version": 1', '"version": 2'), 1, "version 2 is not supported"),
+        (HEADER.replace("strict", "lenient"), 1, "profile"),
+        (HEADER.replace('"max_bytes": 4', '"max_bytes": "4"'), 1, "max_bytes"),
+        (HEADER + '\n{"op": "fly", "expect": {"ok": null}}', 2, "unknown op 'fly'"),
+        (HEADER + '\n{"op": "get", "keys": [true], "expect": {"ok": ""}}', 2, "key must be a string"),
+        (HEADER + '\n{"op": "get", "keys": "ab", "expect": {"ok": ""}}', 2, "keys must be a list"),
+        (HEADER + '\n{"op": "put", "objects": [["a", "zz"]], "expect": {"ok": null}}', 2, "not hex"),
+        (HEADER + '\n{"op": "put", "objects": [["a"]], "expect": {"ok": null}}', 2, "each object"),
+        (HEADER + '\n{"op": "read_into", "keys": [], "buffer": -1, "expect": {"ok": ""}}', 2, "buffer is a size"),
+        (HEADER + '\n{"op": "close"}', 2, 'needs "expect"'),
+        (HEADER + '\n{"op": "close", "expect": {"error": "oops"}}', 2, "unknown error kind"),
+        (HEADER + '\n{"op": "close", "expect": {"ok": null}}\n{"op": "get", "ke', 3, "not JSON"),
+        (HEADER + "\n[1, 2]", 2, 'needs "op"'),
+    ],
+)
+def test_malformed_traces_name_the_line(text: str, line: int, words: str) -> None:
+    with pytest.raises(TraceError, match=rf"^vec\.jsonl:{line}: .*{words}"):
+        traces.loads(text, "vec.jsonl")
+
+
+BUGGY_PORT = textwrap.dedent(
+    """
+    from auxspec.reference import ReferenceStore
+
+    class BlockObjectStore(ReferenceStore):
+        # Planted bug: a read does not make its keys most recent.
+        def get_concatenated(self, keys):
+            before = self._state
+            data = super().get_concatenated(keys)
+            self._state = type(before)(**{**before.__dict__, "entries": before.entries})
+            return data
+    """
+)
+
+
+def test_verify_passes_the_reference_and_catches_a_planted_bug(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["verify", "auxspec.reference:ReferenceStore", "--max-time", "2", "--seed", "1"]) == 0
+    port = tmp_path / "port.py"
+    port.write_text(BUGGY_PORT)
+    out = tmp_path / "found.jsonl"
+    code = cli.main(["verify", str(port), "--max-time", "60", "--seed", "1", "--out", str(out), "--json"])
+    captured = capsys.readouterr()
+    assert code == 1
+    report = json.loads(captured.out.strip().splitlines()[-1])
+    assert report["result"] == "diverges"
+    found = traces.load(out)
+    # The written vector replays the divergence and the spec still stands by it.
+    assert traces.vector_from_trace(found.trace, "again").expected == found.expected
+    assert verify.compare(found.trace, verify.load_target(str(port))) is not None
+    assert any(isinstance(op, Get) for op in found.trace.ops)
+
+
+def test_verify_rejects_bad_targets_and_vectors_with_exit_2(tmp_path: Path) -> None:
+    assert cli.main(["verify", "no_such_module_here"]) == 2
+    assert cli.main(["verify", "auxspec.reference:NoSuchClass"]) == 2
+    assert cli.main(["verify", str(tmp_path / "missing.py")]) == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(HEADER + "\n{broken\n")
+    assert cli.main(["verify", "auxspec.reference:ReferenceStore", "--vectors", str(bad)]) == 2
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["verify", "--profile", "lenient"])
+    assert usage.value.code == 2
