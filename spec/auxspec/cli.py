@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from auxspec import traces, verify
-from auxspec.ops import TraceError
+from auxspec.ops import Trace, TraceError, decode, expected_outcomes, outcome_to_json
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
+REGRESSIONS = BUNDLED_VECTORS / "regressions"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,9 +43,24 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--out", type=Path, default=Path("divergence.jsonl"), help="where a divergence is written")
     check.add_argument("--json", action="store_true", help="print a JSON report instead of text")
 
+    again = commands.add_parser(
+        "reproduce",
+        help="turn a fuzzer finding into a readable trace and a regression vector",
+        description="Decode FILE (a fuzzer input) with the op alphabet, show each op with the spec's outcome "
+        "and state, show where TARGET diverges, and write the trace as a vector that the tests replay.",
+    )
+    again.add_argument("file", type=Path, help="a crash-*, timeout-* or corpus file written by a fuzzer")
+    again.add_argument("--target", help="as for verify (default: the bundled store)")
+    again.add_argument("--profile", choices=("strict", "upstream"), default="strict")
+    again.add_argument(
+        "--out", type=Path, default=REGRESSIONS, help=f"folder the vector is written to (default {REGRESSIONS})"
+    )
+
     args = parser.parse_args(argv)
     if args.command == "verify":
         return _verify(args)
+    if args.command == "reproduce":
+        return _reproduce(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 
@@ -97,6 +113,44 @@ def _diverged(args: argparse.Namespace, report: dict[str, Any], divergence: veri
     if args.json:
         print(json.dumps(report))
     return 1
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    try:
+        data = args.file.read_bytes()
+        target = verify.load_target(args.target)
+    except (LookupError, OSError, ImportError) as error:
+        print(f"auxspec: {error}", file=sys.stderr)
+        return 2
+    trace = decode(data, args.profile)
+    print(explain(trace))
+    divergence = verify.compare(trace, target)
+    if divergence is not None:
+        print(divergence.render())
+        trace = type(trace)(trace.profile, trace.max_bytes, trace.object_nbytes, trace.ops[: divergence.step + 1])
+    else:
+        print(f"{target.label} agrees with the spec on this input")
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = args.file.name.replace(".", "_")
+    path = args.out / f"{name}.jsonl"
+    description = f"reproduced from {args.file.name}" + (f"; diverged on {target.label}" if divergence else "")
+    traces.write(traces.vector_from_trace(trace, name, description), path)
+    print(f"regression vector written to {path}")
+    return 1 if divergence else 0
+
+
+def explain(trace: Trace) -> str:
+    """Each op with the spec's outcome and the recency order after it."""
+    rows = [f"store(max_bytes={trace.max_bytes}, object_nbytes={trace.object_nbytes}, profile={trace.profile})"]
+    for number, (op, (outcome, snapshot)) in enumerate(zip(trace.ops, expected_outcomes(trace), strict=True), 1):
+        pins = dict(snapshot.references)
+        order = " ".join(f"{k}*{pins[k]}" if k in pins else k for k, _ in snapshot.entries)
+        rows.append(f"{number:>3}. {verify.describe(op):<60} -> {outcome_to_json(outcome)}")
+        rows.append(
+            f"      LRU [ {order} ] MRU"
+            + (f"  unstored pins {pins}" if set(pins) - {k for k, _ in snapshot.entries} else "")
+        )
+    return "\n".join(rows)
 
 
 def _say(quiet: bool) -> Any:

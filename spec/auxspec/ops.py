@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from auxspec import binding
-from auxspec.model import Err, Kind, Ok, Outcome
+from auxspec.model import Err, Kind, Ok, Outcome, violations
 from auxstore import BlockObject, StoreSnapshot
 
 KeyValue = str | int
@@ -163,7 +163,11 @@ def expected_outcomes(trace: Trace) -> Iterator[tuple[Outcome, StoreSnapshot]]:
 
     store = ReferenceStore(max_bytes=trace.max_bytes, object_nbytes=trace.object_nbytes, profile=trace.profile)
     for op in trace.ops:
-        yield apply(store, op), store.snapshot()
+        outcome = apply(store, op)
+        broken = violations(store.state)
+        if broken:  # the model itself is wrong: no target can be judged by it
+            raise AssertionError(f"model invariant broken after {op}: {'; '.join(broken)}")
+        yield outcome, store.snapshot()
 
 
 def apply(store: Any, op: Op) -> Outcome:

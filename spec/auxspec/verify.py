@@ -100,6 +100,9 @@ def compare(trace: Trace, target: Target) -> Divergence | None:
                 got = apply(store, op)
             except Exception as error:
                 return Divergence(trace, step, _show(want, None), f"unexpected {_exception_line(error)}")
+            broken = _broken_invariant(store)
+            if broken:
+                return Divergence(trace, step, "the target's invariants hold", broken)
             got_snapshot = target.observe(store) if target.observe else None
             if got != want or (got_snapshot is not None and got_snapshot != want_snapshot):
                 return Divergence(
@@ -109,6 +112,18 @@ def compare(trace: Trace, target: Target) -> Divergence | None:
     finally:
         with contextlib.suppress(Exception):  # the trace may have closed it, or shown a failure
             store.close()
+
+
+def _broken_invariant(store: Any) -> str | None:
+    # Ports may offer check_invariants() (auxstore does); it raises on a fault.
+    checker = getattr(store, "check_invariants", None)
+    if checker is None:
+        return None
+    try:
+        checker()
+    except Exception as error:
+        return f"check_invariants() failed: {_exception_line(error)}"
+    return None
 
 
 def _exception_line(error: BaseException) -> str:
@@ -222,6 +237,6 @@ def _observer(cls: Any, module: ModuleType) -> Observe | None:
 def load_vectors(paths: Iterable[Path]) -> list[traces.Vector]:
     vectors: list[traces.Vector] = []
     for path in paths:
-        files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+        files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
         vectors.extend(traces.load(file) for file in files)
     return vectors

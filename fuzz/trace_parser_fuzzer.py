@@ -1,0 +1,19 @@
+#!/usr/bin/env python3
+"""The trace/vector reader on arbitrary input: a TraceError naming the line,
+never another exception."""
+
+import sys
+
+import atheris
+
+with atheris.instrument_imports(include=["auxspec"]):
+    from auxspec.fuzzing import trace_parser
+
+
+def main() -> None:
+    atheris.Setup(sys.argv, trace_parser)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
