@@ -8,6 +8,7 @@ target and the spec disagree.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 
@@ -41,10 +42,8 @@ def differential(target: Target, profile: str) -> Callable[[bytes], None]:
 def trace_parser(data: bytes) -> None:
     """The trace reader on arbitrary text: only ``TraceError`` may come out."""
     text = data.decode("utf-8", errors="replace")
-    try:
+    with contextlib.suppress(TraceError):
         traces.loads(text, "<fuzz>")
-    except TraceError:
-        pass
 
 
 def profile_from_env(default: str) -> str:

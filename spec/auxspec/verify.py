@@ -187,8 +187,8 @@ def load_target(spec: str | None) -> Target:
     if spec is None:
         import auxstore
 
-        cls = auxstore.BlockObjectStore
-        return Target("auxstore.BlockObjectStore", _factory(cls), _observer(cls, auxstore))
+        bundled: Any = auxstore.BlockObjectStore
+        return Target("auxstore.BlockObjectStore", _factory(bundled), _observer(bundled, auxstore))
     module: ModuleType
     if spec.endswith(".py"):
         from auxspec.targets import load_module_from_path

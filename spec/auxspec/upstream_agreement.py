@@ -1,0 +1,268 @@
+"""Agreement of the ``upstream`` profile with vLLM's own module.
+
+The ``upstream`` profile claims to be what vLLM does on every valid input,
+failures included. This module makes that claim checkable: a program of
+operations (``Put`` / ``Get`` / ``Close``), a Hypothesis strategy that draws
+valid programs the way they stress the store (few keys, tiny capacities, many
+pins, refcounts going 0 -> 1 -> 0, over-releases, capacity failures, calls
+after close), and :func:`run_agreement`, which plays a program on
+``ReferenceStore(profile="upstream")`` and on vLLM's ``BlockObjectStore`` side
+by side and raises :class:`Divergence` at the first step where a return value,
+an exception class or the observable state differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from types import ModuleType
+from typing import Any
+
+from hypothesis import strategies as st
+
+from auxspec import model
+from auxspec.model import State
+from auxspec.reference import ReferenceStore
+from auxspec.targets import observe_vllm
+from auxstore import BlockObject, BlockObjectStoreError, StoreSnapshot
+
+
+@dataclass(frozen=True)
+class Put:
+    objects: tuple[tuple[str, bytes], ...] = ()
+    retain: tuple[str, ...] = ()
+    release: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        batch = ", ".join(f"({k!r}, {p!r})" for k, p in self.objects)
+        return f"put([{batch}], retain={list(self.retain)}, release={list(self.release)})"
+
+
+@dataclass(frozen=True)
+class Get:
+    keys: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"get_concatenated({list(self.keys)})"
+
+
+@dataclass(frozen=True)
+class Close:
+    def __str__(self) -> str:
+        return "close()"
+
+
+Op = Put | Get | Close
+
+
+@dataclass(frozen=True)
+class Program:
+    """A store's constructor arguments and the operations played on it."""
+
+    max_bytes: int
+    object_nbytes: int
+    ops: tuple[Op, ...]
+
+    def __str__(self) -> str:
+        lines = [f"store(max_bytes={self.max_bytes}, object_nbytes={self.object_nbytes})"]
+        lines += [f"  {i}: {op}" for i, op in enumerate(self.ops)]
+        return "\n".join(lines)
+
+
+# What a call did, comparable across the two stores: ("returned", value) or
+# ("raised", class label).
+Observed = tuple[str, object]
+
+
+class Divergence(AssertionError):
+    """The reference and vLLM disagree; the message is the trace up to the step."""
+
+
+def error_label(error: BaseException, store_error: type[BaseException]) -> str:
+    """The class of ``error`` as the protocol names it.
+
+    Exact classes, not ``isinstance``: the ``upstream`` profile must raise
+    exactly vLLM's classes (the store error base, a bare ``KeyError``), so a
+    subclass on either side is a disagreement worth seeing.
+    """
+    if type(error) is store_error:
+        return "BlockObjectStoreError"
+    if type(error) in (KeyError, RuntimeError, ValueError, TypeError):
+        return type(error).__name__
+    return f"unexpected {type(error).__module__}.{type(error).__qualname__}: {error}"
+
+
+def _call(fn: Callable[[], object], store_error: type[BaseException]) -> Observed:
+    try:
+        return ("returned", fn())
+    except Exception as error:  # every exception is an outcome to compare
+        return ("raised", error_label(error, store_error))
+
+
+def construct_both(module: ModuleType, max_bytes: int, object_nbytes: int) -> tuple[Observed, Observed]:
+    """What constructing each store did: ``("returned", (capacity, object_nbytes))`` or the error."""
+    reference = _call(
+        lambda: _shape(ReferenceStore(max_bytes=max_bytes, object_nbytes=object_nbytes, profile="upstream")),
+        BlockObjectStoreError,
+    )
+    vllm = _call(
+        lambda: _vllm_shape(module.BlockObjectStore(max_bytes=max_bytes, object_nbytes=object_nbytes)),
+        module.BlockObjectStoreError,
+    )
+    return reference, vllm
+
+
+def _shape(store: ReferenceStore) -> tuple[int, int]:
+    return (store.capacity, store.object_nbytes)
+
+
+def _vllm_shape(store: Any) -> tuple[int, int]:
+    shape = (int(store.num_slots), int(store.object_nbytes))
+    store.close()  # release the mmap now rather than at garbage collection
+    return shape
+
+
+def run_agreement(module: ModuleType, program: Program) -> int:
+    """Play ``program`` on both stores; raise :class:`Divergence` at the first
+    difference. Returns the number of steps compared."""
+    reference = ReferenceStore(max_bytes=program.max_bytes, object_nbytes=program.object_nbytes, profile="upstream")
+    vllm = module.BlockObjectStore(max_bytes=program.max_bytes, object_nbytes=program.object_nbytes)
+    try:
+        _compare_state(program, -1, reference.snapshot(), observe_vllm(vllm))
+        for index, op in enumerate(program.ops):
+            expected = _call(partial(_apply_reference, reference, op), BlockObjectStoreError)
+            actual = _call(partial(_apply_vllm, module, vllm, op), module.BlockObjectStoreError)
+            if expected != actual:
+                raise Divergence(_report(program, index, f"reference {expected}, vLLM {actual}"))
+            _compare_state(program, index, reference.snapshot(), observe_vllm(vllm))
+    finally:
+        vllm.close()
+    return len(program.ops)
+
+
+def reference_outcomes(program: Program) -> list[Observed]:
+    """What each step of ``program`` does on ``ReferenceStore(profile="upstream")`` alone."""
+    store = ReferenceStore(max_bytes=program.max_bytes, object_nbytes=program.object_nbytes, profile="upstream")
+    return [_call(partial(_apply_reference, store, op), BlockObjectStoreError) for op in program.ops]
+
+
+def _apply_reference(store: ReferenceStore, op: Op) -> object:
+    # put and close return None by their signature; vLLM's return value is
+    # still compared, so a port that returned something would be caught.
+    if isinstance(op, Put):
+        store.put(
+            [BlockObject(k, p) for k, p in op.objects], retain_keys=list(op.retain), release_keys=list(op.release)
+        )
+        return None
+    if isinstance(op, Get):
+        return store.get_concatenated(list(op.keys))
+    store.close()
+    return None
+
+
+def _apply_vllm(module: ModuleType, store: Any, op: Op) -> object:
+    if isinstance(op, Put):
+        return store.put(
+            [module.BlockObject(k, p) for k, p in op.objects],
+            retain_keys=list(op.retain),
+            release_keys=list(op.release),
+        )
+    if isinstance(op, Get):
+        return store.get_concatenated(list(op.keys))
+    return store.close()
+
+
+def _compare_state(program: Program, index: int, expected: StoreSnapshot, actual: StoreSnapshot) -> None:
+    if expected != actual:
+        raise Divergence(_report(program, index, f"state: reference {expected}, vLLM {actual}"))
+
+
+def _report(program: Program, index: int, what: str) -> str:
+    shown = Program(program.max_bytes, program.object_nbytes, program.ops[: index + 1])
+    where = "after construction" if index < 0 else f"at step {index}"
+    return f"upstream profile and vLLM disagree {where}: {what}\n{shown}"
+
+
+# ------------------------------------------------------------------ generation
+
+MAX_KEYS = 8
+
+
+def _pick_key(draw: st.DrawFn, used: list[str]) -> str:
+    """A key already used, or (the last choice, so shrinking avoids it) a new one."""
+    limit = len(used) if len(used) < MAX_KEYS else len(used) - 1
+    index = draw(st.integers(0, limit))
+    if index == len(used):
+        used.append(f"k{index}")
+    return used[index]
+
+
+def _pick_from(draw: st.DrawFn, preferred: list[str], used: list[str]) -> str:
+    """Mostly one of ``preferred`` (when there is one), sometimes any key."""
+    if preferred and draw(st.integers(0, 4)) > 0:
+        return draw(st.sampled_from(preferred))
+    return _pick_key(draw, used)
+
+
+def _draw_put(draw: st.DrawFn, state: State, used: list[str]) -> Put:
+    size = state.object_nbytes
+    objects = tuple(
+        (_pick_key(draw, used), draw(st.binary(min_size=size, max_size=size))) for _ in range(draw(st.integers(0, 4)))
+    )
+    retain = tuple(_pick_key(draw, used) for _ in range(draw(st.integers(0, 3))))
+    # Releases mostly name a key that still holds a reference at that point of
+    # the call (so counts go down to zero and terminal keys happen); sometimes
+    # any key, which over-releases when it has none left.
+    running = model.references(state)
+    for key in retain:
+        running[key] = running.get(key, 0) + 1
+    release: list[str] = []
+    for _ in range(draw(st.integers(0, 3))):
+        key = _pick_from(draw, sorted(k for k, n in running.items() if n > 0), used)
+        running[key] = running.get(key, 0) - 1
+        release.append(key)
+    return Put(objects, retain, tuple(release))
+
+
+@st.composite
+def programs(draw: st.DrawFn, max_ops: int = 20) -> Program:
+    """Valid programs for the ``upstream`` profile (every input vLLM defines)."""
+    object_nbytes = draw(st.integers(1, 3))
+    capacity = draw(st.integers(1, 5))
+    max_bytes = capacity * object_nbytes + draw(st.integers(0, object_nbytes - 1))
+    created = model.new(max_bytes, object_nbytes, "upstream")
+    assert isinstance(created, State)
+    state = created
+    used: list[str] = []
+    ops: list[Op] = []
+    for _ in range(draw(st.integers(1, max_ops))):
+        choice = draw(st.integers(0, 19))
+        op: Op
+        if choice < 12:
+            op = _draw_put(draw, state, used)
+            state, _ = model.put(state, op.objects, op.retain, op.release)
+        elif choice < 19:
+            stored = list(model.stored_keys(state))
+            op = Get(tuple(_pick_from(draw, stored, used) for _ in range(draw(st.integers(0, 4)))))
+            state, _ = model.get_concatenated(state, op.keys)
+        else:
+            op = Close()
+            state, _ = model.close(state)
+        ops.append(op)
+    return Program(max_bytes, object_nbytes, tuple(ops))
+
+
+__all__ = [
+    "Close",
+    "Divergence",
+    "Get",
+    "Op",
+    "Program",
+    "Put",
+    "construct_both",
+    "error_label",
+    "programs",
+    "reference_outcomes",
+    "run_agreement",
+]
