@@ -1,0 +1,160 @@
+"""The ``upstream`` profile agrees with vLLM's own module on every valid input.
+
+Every return value, exception class and snapshot is compared after each step
+(see ``auxspec.upstream_agreement``). A failure here on a valid input means the
+spec is wrong, unless DESIGN.md lists the case as a deviation.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from auxspec.reference import ReferenceStore
+from auxspec.targets import load_upstream, observe_vllm
+from auxspec.upstream_agreement import (
+    Close,
+    Divergence,
+    Get,
+    Program,
+    Put,
+    construct_both,
+    error_label,
+    programs,
+    reference_outcomes,
+    run_agreement,
+)
+from auxstore import BlockObjectStoreError, UnreferencedKeyError
+
+_UPSTREAM = load_upstream()
+pytestmark = pytest.mark.skipif(
+    _UPSTREAM is None,
+    reason="vLLM's module not found: set AUXSTORE_UPSTREAM or put it at ../shared/upstream/vllm_store.py",
+)
+
+
+@pytest.fixture
+def vllm() -> ModuleType:
+    assert _UPSTREAM is not None
+    return _UPSTREAM
+
+
+# Programs that reach each corner at least once whatever Hypothesis draws.
+_CORNERS = [
+    # capacity failure with a re-put move, a terminal move and a new key
+    Program(
+        3,
+        1,
+        (
+            Put((("a", b"1"), ("b", b"2"), ("c", b"3")), retain=("a", "b")),
+            Put((("c", b"9"), ("d", b"4")), retain=("c",), release=("a",)),
+            Get(("a", "b", "c")),
+        ),
+    ),
+    # over-release after a retain and a release that reached zero in one call
+    Program(4, 2, (Put((("x", b"xx"),), retain=("x", "y")), Put(retain=("z",), release=("x", "x")), Get(("x",)))),
+    # refcount 0 -> 1 -> 0 inside one put; a terminal batch key is evictable
+    Program(2, 2, (Put((("p", b"pp"),)), Put((("q", b"qq"),), retain=("q",), release=("q",)), Get(("q",)))),
+    # duplicate keys inside a batch: first position, last payload
+    Program(3, 1, (Put((("a", b"1"), ("b", b"2"), ("a", b"3"))), Get(("a", "b")))),
+    # calls after close
+    Program(1, 1, (Put((("a", b"1"),)), Close(), Get(()), Put(), Close(), Get(("a",)))),
+]
+
+
+@pytest.mark.parametrize("program", _CORNERS, ids=[f"corner{i}" for i in range(len(_CORNERS))])
+def test_corner_programs_agree(vllm: ModuleType, program: Program) -> None:
+    assert run_agreement(vllm, program) == len(program.ops)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program=programs())
+def test_random_programs_agree(program: Program) -> None:
+    assert _UPSTREAM is not None
+    run_agreement(_UPSTREAM, program)
+
+
+@settings(max_examples=300, deadline=None)
+@given(max_bytes=st.integers(-3, 40), object_nbytes=st.integers(-3, 12))
+@example(max_bytes=0, object_nbytes=0)
+@example(max_bytes=4, object_nbytes=5)
+@example(max_bytes=5, object_nbytes=5)
+@example(max_bytes=11, object_nbytes=5)
+def test_constructor_agrees(max_bytes: int, object_nbytes: int) -> None:
+    assert _UPSTREAM is not None
+    reference, vllm = construct_both(_UPSTREAM, max_bytes, object_nbytes)
+    assert reference == vllm
+    valid = object_nbytes > 0 and max_bytes >= object_nbytes
+    assert reference == (
+        ("returned", (max_bytes // object_nbytes, object_nbytes)) if valid else ("raised", "ValueError")
+    )
+
+
+# ---------------------------------------------------- the comparison itself works
+
+
+def test_error_labels_are_exact(vllm: ModuleType) -> None:
+    assert error_label(vllm.BlockObjectStoreError("x"), vllm.BlockObjectStoreError) == "BlockObjectStoreError"
+    assert error_label(BlockObjectStoreError("x"), BlockObjectStoreError) == "BlockObjectStoreError"
+    # A subclass is not the base: the upstream profile must raise vLLM's exact class.
+    assert error_label(UnreferencedKeyError("x"), BlockObjectStoreError).startswith("unexpected")
+    assert error_label(KeyError("x"), BlockObjectStoreError) == "KeyError"
+    assert error_label(RuntimeError("x"), BlockObjectStoreError) == "RuntimeError"
+    assert error_label(ZeroDivisionError(), BlockObjectStoreError).startswith("unexpected")
+
+
+def test_a_strict_store_is_caught_diverging(vllm: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The strict profile differs from vLLM on a capacity failure: the harness
+    # must notice, or its green runs would mean nothing.
+    import auxspec.upstream_agreement as agreement
+
+    def strict(*, max_bytes: int, object_nbytes: int, profile: str) -> ReferenceStore:
+        return ReferenceStore(max_bytes=max_bytes, object_nbytes=object_nbytes, profile="strict")
+
+    monkeypatch.setattr(agreement, "ReferenceStore", strict)
+    # Capacity failure: "a" is pinned and "b", "c" are protected; upstream
+    # keeps the retain of "x", strict does not.
+    program = Program(2, 1, (Put((("a", b"1"),), retain=("a",)), Put((("b", b"2"), ("c", b"3")), retain=("x",))))
+    with pytest.raises(Divergence, match=r"step 1"):
+        run_agreement(vllm, program)
+
+
+def test_observe_vllm_does_not_touch_recency(vllm: ModuleType) -> None:
+    store = vllm.BlockObjectStore(max_bytes=4, object_nbytes=2)
+    store.put([vllm.BlockObject("a", b"aa"), vllm.BlockObject("b", b"bb")], retain_keys=["b", "b"])
+    first = observe_vllm(store)
+    assert first.entries == (("a", b"aa"), ("b", b"bb"))
+    assert first.references == (("b", 2),)
+    assert observe_vllm(store) == first  # observing twice changes nothing
+    store.get_concatenated(["a"])
+    assert [k for k, _ in observe_vllm(store).entries] == ["b", "a"]
+    store.close()
+    assert observe_vllm(store) == ((), (), True)
+
+
+def test_generated_programs_reach_each_failure() -> None:
+    # The strategy must produce every failure class, or the random test is weak.
+    wanted = {
+        ("Put", "BlockObjectStoreError"),  # capacity failure
+        ("Put", "KeyError"),  # over-release
+        ("Get", "BlockObjectStoreError"),  # missing key
+        ("Get", "RuntimeError"),  # read after close
+        ("Put", "RuntimeError"),  # put after close
+        ("Get", "returned"),
+        ("Put", "returned"),
+    }
+    seen: set[tuple[str, str]] = set()
+
+    @settings(max_examples=300, database=None, deadline=None)
+    @given(program=programs())
+    def collect(program: Program) -> None:
+        for op, (what, detail) in zip(program.ops, reference_outcomes(program), strict=True):
+            seen.add((type(op).__name__, str(detail) if what == "raised" else what))
+
+    collect()
+    assert wanted <= seen, f"never drawn: {sorted(wanted - seen)}"
