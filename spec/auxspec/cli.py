@@ -56,7 +56,21 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=REGRESSIONS, help=f"folder the vector is written to (default {REGRESSIONS})"
     )
 
+    vec = commands.add_parser(
+        "vectors",
+        help="write or check the conformance vectors",
+        description="--check: every vector file must still match the spec; prints the branch coverage of the "
+        "model that the vectors reach and fails below --min-coverage. --generate: rewrite the catalog vectors.",
+    )
+    vec.add_argument("folder", nargs="?", type=Path, default=BUNDLED_VECTORS)
+    mode = vec.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true")
+    mode.add_argument("--generate", action="store_true")
+    vec.add_argument("--min-coverage", type=float, default=100.0, help="percent (default 100)")
+
     args = parser.parse_args(argv)
+    if args.command == "vectors":
+        return _vectors(args)
     if args.command == "verify":
         return _verify(args)
     if args.command == "reproduce":
@@ -151,6 +165,34 @@ def explain(trace: Trace) -> str:
             + (f"  unstored pins {pins}" if set(pins) - {k for k, _ in snapshot.entries} else "")
         )
     return "\n".join(rows)
+
+
+def _vectors(args: argparse.Namespace) -> int:
+    from auxspec import vectors
+
+    if args.generate:
+        written = vectors.generate(args.folder)
+        print(f"wrote {len(written)} vectors to {args.folder}")
+        return 0
+    try:
+        loaded = verify.load_vectors([args.folder])
+    except TraceError as error:
+        print(f"auxspec: {error}", file=sys.stderr)
+        return 2
+    if not loaded:
+        print(f"auxspec: no vectors in {args.folder}", file=sys.stderr)
+        return 2
+    bad = vectors.stale(loaded)
+    for line in bad:
+        print(f"stale: {line}")
+    cov = vectors.measure(loaded)
+    print(
+        f"{len(loaded)} vectors, {len(loaded) - len(bad)} match the spec; model coverage {cov.percent:.1f}% "
+        f"(lines {cov.lines[0]}/{cov.lines[1]}, branches {cov.branches[0]}/{cov.branches[1]})"
+    )
+    if cov.missing:
+        print("not covered: " + ", ".join(cov.missing))
+    return 1 if bad or cov.percent < args.min_coverage else 0
 
 
 def _say(quiet: bool) -> Any:

@@ -130,11 +130,10 @@ def check(state: State) -> bool:
 def new(max_bytes: int | Invalid, object_nbytes: int | Invalid, profile: Profile) -> State | Err:
     """The empty store, or why the arguments are rejected.
 
+    pre: profile in PROFILES
     raises: UndefinedInput
     post: isinstance(__return__, Err) or check(__return__)
     """
-    if profile not in PROFILES:
-        return Err(Kind.CONFIG)
     if isinstance(max_bytes, Invalid) or isinstance(object_nbytes, Invalid):
         if profile == "upstream":
             raise UndefinedInput("upstream takes int sizes only")
@@ -166,13 +165,12 @@ def put(
     """
     if state.closed:
         return state, Err(Kind.CLOSED)
-    invalid = _first_invalid_put(state.object_nbytes, objects, retain, release)
-    if invalid is not None:
+    valid = validate_put(state.object_nbytes, objects, retain, release)
+    if isinstance(valid, Kind):
         if state.profile == "upstream":
             raise UndefinedInput("upstream takes str keys and exact-length bytes only")
-        return state, Err(invalid)
-    keys_retained = [key for key in retain if isinstance(key, str)]
-    keys_released = [key for key in release if isinstance(key, str)]
+        return state, Err(valid)
+    items, keys_retained, keys_released = valid
 
     counts, terminal, overreleased = apply_pins(dict(state.refs), keys_retained, keys_released)
     if overreleased:
@@ -181,7 +179,7 @@ def put(
         # vLLM raises mid-loop: the retains and releases before it stay applied.
         return replace(state, refs=_frozen_counts(counts)), Err(Kind.UNREFERENCED)
 
-    batch = dedupe_batch(objects)
+    batch = dict(items)  # as a dict would: first position, last payload
     order = dict(state.entries)  # insertion order is recency order
     inserted = place_batch(order, batch)
     move_terminal(order, terminal)
@@ -219,15 +217,6 @@ def apply_pins(counts: dict[str, int], retain: list[str], release: list[str]) ->
             del counts[key]
             terminal.append(key)
     return counts, terminal, False
-
-
-def dedupe_batch(objects: tuple[Item, ...]) -> dict[str, bytes]:
-    """Step 2a: as a dict would: first position, last payload."""
-    batch: dict[str, bytes] = {}
-    for key, payload in objects:
-        if isinstance(key, str) and isinstance(payload, bytes):
-            batch[key] = payload
-    return batch
 
 
 def place_batch(order: dict[str, bytes], batch: dict[str, bytes]) -> list[str]:
@@ -268,22 +257,28 @@ def choose_victims(
     return None
 
 
-def _first_invalid_put(
+def validate_put(
     object_nbytes: int,
     objects: tuple[Item, ...],
     retain: tuple[KeyArg, ...],
     release: tuple[KeyArg, ...],
-) -> Kind | None:
-    """The error of the first invalid value in reading order: each object's key
-    then payload, then the retain keys, then the release keys."""
+) -> Kind | tuple[list[tuple[str, bytes]], list[str], list[str]]:
+    """Step 0 (strict): the error of the first invalid value in reading order
+    (each object's key then payload, then the retain keys, then the release
+    keys), or the inputs with their types established."""
+    items: list[tuple[str, bytes]] = []
     for key, payload in objects:
         if isinstance(key, Invalid) or isinstance(payload, Invalid):
             return Kind.TYPE
         if len(payload) != object_nbytes:
             return Kind.PAYLOAD
-    if any(isinstance(key, Invalid) for key in retain + release):
-        return Kind.TYPE
-    return None
+        items.append((key, payload))
+    keys: list[str] = []
+    for key in retain + release:
+        if isinstance(key, Invalid):
+            return Kind.TYPE
+        keys.append(key)
+    return items, keys[: len(retain)], keys[len(retain) :]
 
 
 def _frozen_counts(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
@@ -366,6 +361,14 @@ def stored_keys(state: State) -> tuple[str, ...]:
 def references(state: State) -> dict[str, int]:
     """The reference counts (keys with no reference are absent)."""
     return dict(state.refs)
+
+
+def _first_invalid_put(
+    object_nbytes: int, objects: tuple[Item, ...], retain: tuple[KeyArg, ...], release: tuple[KeyArg, ...]
+) -> Kind | None:
+    # Kept for callers written before validate_put; to be removed.
+    valid = validate_put(object_nbytes, objects, retain, release)
+    return valid if isinstance(valid, Kind) else None
 
 
 # -------------------------------------------------------------------- contracts

@@ -51,11 +51,14 @@ class Close:
 Op = Put | Get | ReadInto | Close
 
 
+SizeValue = int | float | str | None  # what a trace may pass as a size; only an int is valid
+
+
 @dataclass(frozen=True)
 class Trace:
     profile: str
-    max_bytes: int
-    object_nbytes: int
+    max_bytes: SizeValue
+    object_nbytes: SizeValue
     ops: tuple[Op, ...] = field(default=())
 
 
@@ -67,7 +70,7 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-StoreFactory = Callable[[int, int], Store]
+StoreFactory = Callable[[Any, Any], Store]
 
 
 # ----------------------------------------------------------------- decoding
@@ -157,11 +160,36 @@ def _decode_put(src: _Bytes, object_nbytes: int, strict: bool) -> Put:
 # ---------------------------------------------------------------- execution
 
 
-def expected_outcomes(trace: Trace) -> Iterator[tuple[Outcome, StoreSnapshot]]:
-    """The spec's outcome and snapshot for each op of ``trace``, in order."""
+def construct(factory: Callable[[Any, Any], Any], trace: Trace) -> tuple[Any, Outcome]:
+    """Build the store ``trace`` starts from: the store (or None) and the outcome."""
+    try:
+        return factory(trace.max_bytes, trace.object_nbytes), Ok()
+    except Exception as error:
+        kind = binding.classify("new", error)
+        if kind is None:
+            raise
+        return None, Err(kind)
+
+
+def _spec_factory(trace: Trace) -> Callable[[Any, Any], Any]:
     from auxspec.reference import ReferenceStore
 
-    store = ReferenceStore(max_bytes=trace.max_bytes, object_nbytes=trace.object_nbytes, profile=trace.profile)
+    return lambda max_bytes, object_nbytes: ReferenceStore(
+        max_bytes=max_bytes, object_nbytes=object_nbytes, profile=trace.profile
+    )
+
+
+def expected_new(trace: Trace) -> Outcome:
+    """The spec's outcome for building the store ``trace`` starts from."""
+    return construct(_spec_factory(trace), trace)[1]
+
+
+def expected_outcomes(trace: Trace) -> Iterator[tuple[Outcome, StoreSnapshot]]:
+    """The spec's outcome and snapshot for each op of ``trace``, in order
+    (nothing when the store cannot be built)."""
+    store, _ = construct(_spec_factory(trace), trace)
+    if store is None:
+        return
     for op in trace.ops:
         outcome = apply(store, op)
         broken = violations(store.state)

@@ -29,6 +29,8 @@ class ReferenceStore:
     """The executable reference of ``BlockObjectStore`` for either profile."""
 
     def __init__(self, *, max_bytes: int, object_nbytes: int, profile: str = "strict") -> None:
+        if profile not in model.PROFILES:  # a parameter of the spec, not an input it models
+            raise ValueError(f"unknown profile {profile!r}; use one of {', '.join(model.PROFILES)}")
         created = model.new(binding.as_size(max_bytes), binding.as_size(object_nbytes), profile)
         if isinstance(created, Err):
             raise binding.exception_for(
@@ -148,7 +150,7 @@ class ReferenceStore:
 
     def stats(self) -> StoreStats:
         self.flush()
-        refs = model.references(self._state)
+        refs = dict(self._state.refs)
         return StoreStats(
             stored=len(self._state.entries),
             capacity=self._state.capacity,

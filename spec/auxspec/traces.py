@@ -4,17 +4,18 @@ with its expected outcome. The same files are the conformance vectors."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from auxspec.model import PROFILES, Outcome
+from auxspec.model import PROFILES, Err, Ok, Outcome
 from auxspec.ops import (
     FORMAT,
     VERSION,
     Op,
     Trace,
     TraceError,
+    expected_new,
     expected_outcomes,
     op_from_json,
     op_to_json,
@@ -31,11 +32,13 @@ class Vector:
     description: str
     trace: Trace
     expected: tuple[Outcome, ...]
+    expected_new: Outcome = field(default_factory=Ok)  # building the store; an error means no op runs
 
 
 def vector_from_trace(trace: Trace, name: str, description: str = "") -> Vector:
     """The vector whose expectations the spec computes for ``trace``."""
-    return Vector(name, description, trace, tuple(outcome for outcome, _ in expected_outcomes(trace)))
+    outcomes = tuple(outcome for outcome, _ in expected_outcomes(trace))
+    return Vector(name, description, trace, outcomes, expected_new(trace))
 
 
 def dumps(vector: Vector) -> str:
@@ -48,6 +51,7 @@ def dumps(vector: Vector) -> str:
         "profile": trace.profile,
         "max_bytes": trace.max_bytes,
         "object_nbytes": trace.object_nbytes,
+        "expect_new": outcome_to_json(vector.expected_new),
     }
     lines = [json.dumps(header)]
     for op, outcome in zip(trace.ops, vector.expected, strict=True):
@@ -73,9 +77,10 @@ def loads(text: str, source: str = "<trace>") -> Vector:
     if header.get("profile") not in PROFILES:
         raise TraceError(f"{where}: profile must be one of {', '.join(PROFILES)}")
     for size in ("max_bytes", "object_nbytes"):
-        value = header.get(size)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TraceError(f"{where}: {size} must be an integer")
+        # Any JSON scalar: a non-integer size is how a vector states a bad constructor call.
+        if size not in header or isinstance(header[size], (list, dict)):
+            raise TraceError(f"{where}: {size} must be given as a number")
+    expect_new = outcome_from_json(header.get("expect_new", {"ok": None}), where)
     ops: list[Op] = []
     expected: list[Outcome] = []
     for number, raw in enumerate(lines[1:], start=2):
@@ -88,7 +93,9 @@ def loads(text: str, source: str = "<trace>") -> Vector:
             raise TraceError(f'{where}: op line needs "expect"')
         expected.append(outcome_from_json(line["expect"], where))
     trace = Trace(header["profile"], header["max_bytes"], header["object_nbytes"], tuple(ops))
-    return Vector(str(header.get("name", "")), str(header.get("description", "")), trace, tuple(expected))
+    if isinstance(expect_new, Err) and ops:
+        raise TraceError(f"{source}:2: a store that cannot be built has no ops to run")
+    return Vector(str(header.get("name", "")), str(header.get("description", "")), trace, tuple(expected), expect_new)
 
 
 def load(path: Path) -> Vector:

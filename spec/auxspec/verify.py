@@ -24,7 +24,7 @@ from hypothesis.errors import NoSuchExample
 
 from auxspec import traces
 from auxspec.model import Outcome
-from auxspec.ops import Op, Trace, apply, decode, expected_outcomes, outcome_to_json
+from auxspec.ops import Op, Trace, apply, construct, decode, expected_new, expected_outcomes, outcome_to_json
 from auxstore import StoreSnapshot
 
 Observe = Callable[[Any], StoreSnapshot]
@@ -36,7 +36,7 @@ class Target:
     seen without changing it, how to snapshot it."""
 
     label: str
-    factory: Callable[[int, int], Any]
+    factory: Callable[[Any, Any], Any]
     observe: Observe | None
 
 
@@ -50,7 +50,8 @@ class Divergence:
     actual: str
 
     def render(self) -> str:
-        rows = [f"divergence at step {self.step + 1} of {len(self.trace.ops)}:"]
+        where = "building the store" if self.step < 0 else f"step {self.step + 1} of {len(self.trace.ops)}"
+        rows = [f"divergence at {where}:"]
         rows.append(
             f"  store(max_bytes={self.trace.max_bytes}, object_nbytes={self.trace.object_nbytes}, "
             f"profile={self.trace.profile})"
@@ -90,10 +91,15 @@ def _show(outcome: Outcome, snapshot: StoreSnapshot | None) -> str:
 
 def compare(trace: Trace, target: Target) -> Divergence | None:
     """Run ``trace`` on the spec and on ``target``; the first disagreement."""
+    want_new = expected_new(trace)
     try:
-        store = target.factory(trace.max_bytes, trace.object_nbytes)
+        store, got_new = construct(target.factory, trace)
     except Exception as error:
-        return Divergence(trace, -1, "a store", f"constructor raised {error!r}")
+        return Divergence(trace, -1, str(outcome_to_json(want_new)), f"constructor raised {_exception_line(error)}")
+    if got_new != want_new:
+        return Divergence(trace, -1, str(outcome_to_json(want_new)), str(outcome_to_json(got_new)))
+    if store is None:
+        return None
     try:
         for step, (op, (want, want_snapshot)) in enumerate(zip(trace.ops, expected_outcomes(trace), strict=True)):
             try:
@@ -217,7 +223,7 @@ def _store_class(module: ModuleType, spec: str) -> Any:
     return cls
 
 
-def _factory(cls: Any) -> Callable[[int, int], Any]:
+def _factory(cls: Any) -> Callable[[Any, Any], Any]:
     def build(max_bytes: int, object_nbytes: int) -> Any:
         return cls(max_bytes=max_bytes, object_nbytes=object_nbytes)
 

@@ -1,0 +1,188 @@
+"""The named conformance vectors: one small trace per rule of the semantics.
+
+``auxspec vectors --generate`` writes them (with the spec's expectations) to
+``spec/auxspec/vectors/``; ``auxspec vectors --check`` proves the files still
+match the spec and measures how much of the model they cover.
+"""
+
+from __future__ import annotations
+
+from auxspec.ops import Close, Get, Op, Put, ReadInto, SizeValue, Trace
+
+
+def _p(*keys: str, fill: int = 0, retain: tuple[str, ...] = (), release: tuple[str, ...] = ()) -> Put:
+    return Put(tuple((k, bytes([fill + i]) * 2) for i, k in enumerate(keys)), retain, release)
+
+
+def _t(profile: str, capacity: int, *ops: Op) -> Trace:
+    return Trace(profile, capacity * 2, 2, ops)
+
+
+BOTH = ("strict", "upstream")
+
+# name -> (description, profiles, capacity, ops)
+CASES: dict[str, tuple[str, tuple[str, ...], int, tuple[Op, ...]]] = {
+    "lru-evicts-least-recent": (
+        "a full store evicts its least recent key",
+        BOTH,
+        2,
+        (_p("a"), _p("b"), _p("c"), Get(("b", "c")), Get(("a",))),
+    ),
+    "read-refreshes-recency": (
+        "a read makes its keys most recent, in the order read",
+        BOTH,
+        2,
+        (_p("a", "b"), Get(("a",)), _p("c"), Get(("a", "c")), Get(("b",))),
+    ),
+    "repeated-key-read": (
+        "a key may repeat in a read; an empty read is empty",
+        BOTH,
+        2,
+        (_p("a"), Get(("a", "a")), Get(())),
+    ),
+    "pin-before-data": (
+        "a key can be retained before it is stored, and is then never evicted",
+        BOTH,
+        1,
+        (Put((), ("a",)), _p("a"), _p("b"), Get(("a",))),
+    ),
+    "pinned-key-survives-eviction": (
+        "eviction skips a pinned key even when it is least recent",
+        BOTH,
+        2,
+        (_p("a", retain=("a",)), _p("b"), _p("c"), Get(("a", "c")), Get(("b",))),
+    ),
+    "release-to-zero-moves-to-mru": (
+        "a key whose count reaches zero becomes most recent (terminal move)",
+        BOTH,
+        2,
+        (_p("a", retain=("a",)), _p("b"), Put((), (), ("a",)), _p("c"), Get(("a", "c")), Get(("b",))),
+    ),
+    "terminal-order": (
+        "terminal keys move in the order their counts reached zero",
+        BOTH,
+        3,
+        (_p("a", "b", "c", retain=("a", "b")), Put((), (), ("b", "a")), _p("d"), Get(("b",)), Get(("c",))),
+    ),
+    "count-above-one": (
+        "a key retained twice stays pinned after one release",
+        BOTH,
+        1,
+        (_p("a", retain=("a", "a")), Put((), (), ("a",)), _p("b"), Put((), (), ("a",)), _p("b")),
+    ),
+    "refcount-zero-one-zero": (
+        "retain and release in one call: the key is terminal, not protected",
+        BOTH,
+        1,
+        (_p("a"), Put((("b", b"bb"),), ("b",), ("b",)), Get(("b",)), Get(("a",))),
+    ),
+    "batch-dedup-last-payload": (
+        "a batch keeps each key's first position and last payload",
+        BOTH,
+        3,
+        (Put((("a", b"11"), ("b", b"22"), ("a", b"33"))), Get(("a", "b")), _p("c"), _p("d"), Get(("a",))),
+    ),
+    "first-write-wins": (
+        "a stored key keeps its payload when put again, but becomes most recent",
+        BOTH,
+        2,
+        (_p("a", fill=1), _p("b"), _p("a", fill=9), _p("c"), Get(("a",)), Get(("b",))),
+    ),
+    "batch-is-protected": (
+        "the batch itself is never evicted to make room for itself",
+        BOTH,
+        2,
+        (_p("a", retain=("a",)), _p("b", "c")),
+    ),
+    "capacity-failure": (
+        "too few evictable keys: the put fails; strict keeps nothing of it, vLLM keeps the new count",
+        BOTH,
+        2,
+        (_p("a", "b", retain=("a", "b")), _p("c", retain=("c",)), Get(("a", "b")), Get(("c",)), Put((), (), ("c",))),
+    ),
+    "capacity-failure-effects": (
+        "after a capacity error vLLM keeps the re-put moves and drops only new keys; strict keeps nothing",
+        BOTH,
+        3,
+        (_p("b", "x", "a", retain=("a",)), _p("b", "c", "e", retain=("c", "e")), _p("d"), Get(("b",)), Get(("x",))),
+    ),
+    "over-release": (
+        "releasing a key with no reference fails (strict: nothing changes)",
+        BOTH,
+        2,
+        (_p("a", retain=("a",)), Put((), ("b",), ("a", "a")), _p("c"), _p("d"), Get(("a",))),
+    ),
+    "over-release-after-zero-in-one-call": (
+        "a key released to zero cannot be released again in the same call",
+        BOTH,
+        2,
+        (_p("a", retain=("a",)), Put((), (), ("a", "a"))),
+    ),
+    "missing-key": (
+        "reading a key that is not stored fails and changes nothing",
+        BOTH,
+        2,
+        (_p("a"), Get(("a", "zz")), _p("b"), _p("c")),
+    ),
+    "capacity-one": ("a store of one object", BOTH, 1, (_p("a"), _p("b"), Get(("b",)), Get(("a",)))),
+    "close-is-final": (
+        "after close every call fails; close again is fine",
+        BOTH,
+        2,
+        (_p("a"), Close(), Get(("a",)), _p("b"), Close()),
+    ),
+    "empty-put": ("a put with nothing in it changes nothing", BOTH, 1, (Put(), _p("a"), Put(), Get(("a",)))),
+    "read-into": (
+        "read_into writes the concatenation at the buffer's start; a short buffer fails",
+        ("strict",),
+        2,
+        (_p("a", "b"), ReadInto(("b", "a"), 5), ReadInto(("a", "b"), 3), _p("c"), Get(("b",))),
+    ),
+    "strict-bad-payload": (
+        "strict: a payload of the wrong length or type fails before any change",
+        ("strict",),
+        2,
+        (Put((("a", b"12"), ("b", b"123")), ("a",)), Put((("a", None),)), Put((("a", b"1"),)), Get(("a",))),
+    ),
+    "strict-bad-keys": (
+        "strict: a key that is not a str fails before any change",
+        ("strict",),
+        2,
+        (
+            _p("a"),
+            Put(((1, b"11"),)),
+            Put((), (1,)),
+            Put((), (), (1,)),
+            Get((1,)),
+            ReadInto((1,), 8),
+            ReadInto(("a",), 2, readonly=True),
+        ),
+    ),
+}
+
+
+# name -> (description, profiles, max_bytes, object_nbytes): stores that cannot be built.
+BAD_CONSTRUCTORS: dict[str, tuple[str, tuple[str, ...], SizeValue, SizeValue]] = {
+    "new-object-size-zero": ("object_nbytes must be positive", BOTH, 8, 0),
+    "new-too-small": ("max_bytes must hold at least one object", BOTH, 3, 4),
+    "new-non-integer-size": ("strict: sizes must be ints", ("strict",), 8, 2.5),
+    "new-bool-size": ("strict: a bool is not a size", ("strict",), True, 1),
+}
+
+
+def catalog() -> dict[str, Trace]:
+    """Every named trace, as ``<profile>/<name>``."""
+    traces = {
+        f"{profile}/{name}": _t(profile, capacity, *ops)
+        for name, (_, profiles, capacity, ops) in CASES.items()
+        for profile in profiles
+    }
+    for name, (_, profiles, max_bytes, object_nbytes) in BAD_CONSTRUCTORS.items():
+        for profile in profiles:
+            traces[f"{profile}/{name}"] = Trace(profile, max_bytes, object_nbytes)
+    return traces
+
+
+def description(name: str) -> str:
+    short = name.split("/", 1)[1]
+    return CASES[short][0] if short in CASES else BAD_CONSTRUCTORS[short][0]
