@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import gc
 import importlib.util
 import json
@@ -113,7 +114,7 @@ def upstream_location(explicit: str | None) -> Path:
     if explicit is not None:
         return Path(explicit)
     try:
-        from auxspec.targets import upstream_path  # type: ignore[import-not-found, unused-ignore]
+        from auxspec.targets import upstream_path
     except ImportError:
         pass
     else:
@@ -129,7 +130,7 @@ def upstream_location(explicit: str | None) -> Path:
 def load_module(path: Path) -> ModuleType:
     """vLLM's module, by the spec's loader when there is one."""
     try:
-        from auxspec.targets import load_module_from_path  # type: ignore[import-not-found, unused-ignore]
+        from auxspec.targets import load_module_from_path
     except ImportError:
         pass
     else:
@@ -252,7 +253,7 @@ def bench_puts(
             for impl in alternating([aux, vllm], r):
                 work = batches(impl, next_key, count)
                 store = stores[impl.name]
-                ns = timed(lambda store=store, work=work: run_puts(store, work))  # type: ignore[misc]
+                ns = timed(functools.partial(run_puts, store, work))
                 if r >= 0:
                     samples[impl.name].append(ns / count / 1000)
             next_key += count * BATCH  # both sides see the same key sequence
@@ -289,7 +290,7 @@ def bench_reads(aux: Impl, vllm: Impl, cfg: Config) -> tuple[list[Row], dict[str
     read_buffer = bytearray(nbytes)
     copy_buffer = bytearray(nbytes)
     copy_view = memoryview(copy_buffer)
-    read_into = aux_store.read_into  # type: ignore[attr-defined]
+    read_into = aux_store.read_into  # type: ignore[attr-defined]  # auxstore only; Store is the shared API
     floor_arena = mmap.mmap(-1, MAX_BYTES)
     floor_base = memoryview(floor_arena)
     for i in range(NUM_SLOTS):
