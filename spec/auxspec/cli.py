@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from auxspec import traces, verify
+from auxspec.protocol import ProtocolError
 from auxspec.ops import Trace, TraceError, decode, expected_outcomes, outcome_to_json
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         help="module:Class, a module exposing BlockObjectStore, or a path to a .py file "
         "(default: the bundled auxstore.BlockObjectStore)",
     )
+    check.add_argument(
+        "--exec", dest="exec_command", metavar="CMD", help="verify a port process speaking docs/protocol.md"
+    )
+    check.add_argument("--op-timeout", type=float, default=5.0, help="seconds a port process may take per op")
     check.add_argument("--profile", choices=("strict", "upstream"), default="strict")
     check.add_argument("--max-time", type=float, default=30.0, help="seconds of exploration (default 30)")
     check.add_argument("--seed", type=int, help="make the exploration repeatable")
@@ -68,7 +73,22 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--generate", action="store_true")
     vec.add_argument("--min-coverage", type=float, default=100.0, help="percent (default 100)")
 
+    serve = commands.add_parser(
+        "serve",
+        help="answer the port protocol on stdin/stdout for a Python target",
+        description="Expose TARGET (as for verify) over the JSON Lines protocol of docs/protocol.md.",
+    )
+    serve.add_argument("target", nargs="?")
+
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        from auxspec.protocol import main_serve
+
+        try:
+            return main_serve(args.target)
+        except (LookupError, OSError, ImportError) as error:
+            print(f"auxspec: {error}", file=sys.stderr)
+            return 2
     if args.command == "vectors":
         return _vectors(args)
     if args.command == "verify":
@@ -80,14 +100,33 @@ def main(argv: list[str] | None = None) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"profile": args.profile}
-    say = _say(args.json)
+    stop_port: Any = None
     try:
-        target = verify.load_target(args.target)
+        if args.exec_command and args.target:
+            raise LookupError("give a TARGET or --exec CMD, not both")
         vector_paths = args.vectors or ([BUNDLED_VECTORS] if BUNDLED_VECTORS.is_dir() else [])
         vectors = [v for v in verify.load_vectors(vector_paths) if v.trace.profile == args.profile]
-    except (LookupError, TraceError, OSError, ImportError) as error:
+        if args.exec_command:  # started last: nothing after it can fail and leave it running
+            target, stop_port = verify.exec_target(args.exec_command, args.op_timeout)
+        else:
+            target = verify.load_target(args.target)
+    except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
+    try:
+        return _check(args, target, vectors, report)
+    except ProtocolError as error:
+        print(f"auxspec: the port broke the protocol: {error}", file=sys.stderr)
+        return 2
+    finally:
+        if stop_port:
+            stop_port()
+
+
+def _check(
+    args: argparse.Namespace, target: verify.Target, vectors: list[traces.Vector], report: dict[str, Any]
+) -> int:
+    say = _say(args.json)
     report["target"] = target.label
     say(f"verifying {target.label} against the {args.profile} spec")
 

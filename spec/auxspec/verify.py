@@ -24,6 +24,7 @@ from hypothesis.errors import NoSuchExample
 
 from auxspec import traces
 from auxspec.model import Outcome
+from auxspec.protocol import ProtocolError
 from auxspec.ops import Op, Trace, apply, construct, decode, expected_new, expected_outcomes, outcome_to_json
 from auxstore import StoreSnapshot
 
@@ -94,6 +95,8 @@ def compare(trace: Trace, target: Target) -> Divergence | None:
     want_new = expected_new(trace)
     try:
         store, got_new = construct(target.factory, trace)
+    except ProtocolError:
+        raise
     except Exception as error:
         return Divergence(trace, -1, str(outcome_to_json(want_new)), f"constructor raised {_exception_line(error)}")
     if got_new != want_new:
@@ -104,6 +107,8 @@ def compare(trace: Trace, target: Target) -> Divergence | None:
         for step, (op, (want, want_snapshot)) in enumerate(zip(trace.ops, expected_outcomes(trace), strict=True)):
             try:
                 got = apply(store, op)
+            except ProtocolError:
+                raise  # a broken port process, not a divergence
             except Exception as error:
                 return Divergence(trace, step, _show(want, None), f"unexpected {_exception_line(error)}")
             broken = _broken_invariant(store)
@@ -155,14 +160,22 @@ def explore(
     deadline = time.monotonic() + max_time
     tried = 0
 
+    broken: list[ProtocolError] = []
+
     def diverges(data: bytes) -> bool:
         nonlocal tried
+        if broken:
+            return False
         tried += 1
         if progress and tried % 2000 == 0:
             progress(tried, max(deadline - time.monotonic(), 0.0))
         if time.monotonic() > deadline:
             return False
-        return compare(decode(data, profile), target) is not None
+        try:
+            return compare(decode(data, profile), target) is not None
+        except ProtocolError as error:
+            broken.append(error)  # stop searching; reported once find() returns
+            return False
 
     # find() stops at the first divergence and shrinks it; short rounds, each
     # with its own random stream, keep the search inside the time box.
@@ -179,12 +192,22 @@ def explore(
         try:
             found = find(strategy, diverges, settings=config, random=Random(rng.getrandbits(64)))
         except NoSuchExample:
+            if broken:
+                raise broken[0] from None
             continue
         return compare(decode(found, profile), target), tried
     return None, tried
 
 
 # ----------------------------------------------------------------- targets
+
+
+def exec_target(command: str, op_timeout: float = 5.0) -> tuple[Target, Callable[[], None]]:
+    """A port process speaking the protocol, and how to stop it."""
+    from auxspec.protocol import process_factory
+
+    factory, port = process_factory(command, op_timeout)
+    return Target(f"process {command!r}", factory, lambda store: store.snapshot()), port.close
 
 
 def load_target(spec: str | None) -> Target:

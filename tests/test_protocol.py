@@ -1,0 +1,148 @@
+"""The port protocol end to end: auxspec serve behind --exec, and ports that
+misbehave in every way the protocol names."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from auxspec import cli
+from auxspec.protocol import serve
+from auxspec.reference import ReferenceStore
+
+PY = shlex.quote(sys.executable)
+SERVE = f"{PY} -m auxspec.cli serve"
+
+
+def _verify(*args: str) -> int:
+    return cli.main(["verify", *args, "--max-time", "4", "--seed", "3", "--op-timeout", "3", "--out", "/dev/null"])
+
+
+@pytest.mark.timeout(120)
+def test_serve_behind_exec_conforms() -> None:
+    assert _verify("--exec", SERVE) == 0
+    assert _verify("--exec", f"{SERVE} auxspec.reference:ReferenceStore") == 0
+
+
+def test_the_documented_exchange() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "protocol.md").read_text()
+    exchange = doc.split("## A full exchange", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    sent = [line[2:] for line in exchange.splitlines() if line.startswith("> ")]
+    answered = [json.loads(line[2:]) for line in exchange.splitlines() if line.startswith("< ")]
+    out = io.StringIO()
+    factory = lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n)  # noqa: E731
+    assert serve(factory, io.StringIO("\n".join(sent) + "\n"), out) == 0
+    got = [json.loads(line) for line in out.getvalue().splitlines()]
+    # Messages are free text; ids, values and kinds must be exactly the doc's.
+    assert [{k: v for k, v in g.items() if k != "message"} for g in got] == [
+        {k: v for k, v in a.items() if k != "message"} for a in answered
+    ]
+
+
+def test_serve_rejects_non_protocol_input() -> None:
+    factory = lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n)  # noqa: E731
+    assert serve(factory, io.StringIO("not json\n"), io.StringIO()) == 3
+    assert serve(factory, io.StringIO('{"op": "new"}\n'), io.StringIO()) == 3
+    assert serve(factory, io.StringIO('{"id": 1, "op": "get", "keys": []}\n'), io.StringIO()) == 3
+
+
+def _port(tmp_path: Path, body: str) -> str:
+    """A port in Python whose answers are bent by ``body``, a function
+    ``answer(request, good) -> line or None`` given the spec's good answer."""
+    script = tmp_path / "port.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import io, json, sys
+            from auxspec.protocol import serve
+            from auxspec.reference import ReferenceStore
+
+            factory = lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n)
+            seen = {"n": 0, "news": 0}
+            """
+        )
+        + textwrap.dedent(body)
+        + textwrap.dedent(
+            """
+            state = {"out": io.StringIO(), "store": None}
+            for line in sys.stdin:
+                request = json.loads(line)
+                seen["n"] += 1
+                out = io.StringIO()
+                serve(factory, io.StringIO(REPLAY(line)), out)
+                good = json.loads(out.getvalue().splitlines()[-1])
+                reply = answer(request, good)
+                if reply is not None:
+                    print(reply, flush=True)
+            """
+        )
+    )
+    return f"{PY} {shlex.quote(str(script))}"
+
+
+# Each port replays every request so far into a fresh serve() so that it has
+# the right state; REPLAY keeps the history.
+HISTORY = """
+history = []
+def REPLAY(line):
+    history.append(line)
+    return "".join(history)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("crash", "def answer(request, good):\n    if seen['n'] == 3: sys.exit(7)\n    return json.dumps(good)\n"),
+        (
+            "hang",
+            "import time\ndef answer(request, good):\n    if seen['n'] == 3: time.sleep(60)\n    return json.dumps(good)\n",
+        ),
+        ("garbage", "def answer(request, good):\n    return 'hello' if seen['n'] == 3 else json.dumps(good)\n"),
+        ("wrong id", "def answer(request, good):\n    return json.dumps({**good, 'id': good['id'] + 1})\n"),
+        ("unknown kind", "def answer(request, good):\n    return json.dumps({'id': good['id'], 'error': 'weird'})\n"),
+        (
+            "wrong type",
+            "def answer(request, good):\n"
+            "    if request['op'] == 'get':\n        return json.dumps({'id': good['id'], 'ok': 12})\n"
+            "    return json.dumps(good)\n",
+        ),
+        ("both fields", "def answer(request, good):\n    return json.dumps({**good, 'ok': None, 'error': 'type'})\n"),
+    ],
+)
+def test_misbehaving_ports_are_target_errors(
+    tmp_path: Path, name: str, body: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _verify("--exec", _port(tmp_path, HISTORY + body)) == 2, name
+    assert "broke the protocol" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+def test_a_port_that_ignores_new_diverges(tmp_path: Path) -> None:
+    # Answers the first store's requests correctly, then never resets: the
+    # next trace's `new` leaves the old state in place.
+    body = HISTORY + textwrap.dedent(
+        """
+        def REPLAY(line, _inner=REPLAY):
+            if json.loads(line)["op"] == "new" and history:
+                return "".join(history)  # ignore it: the old store stays
+            return _inner(line)
+        def answer(request, good):
+            if request["op"] == "new" and seen["n"] > 1:
+                return json.dumps({"id": request["id"], "ok": None})
+            return json.dumps(good)
+        """
+    )
+    assert _verify("--exec", _port(tmp_path, body)) == 1
+
+
+def test_exec_and_target_together_is_a_usage_error() -> None:
+    assert _verify("auxspec.reference:ReferenceStore", "--exec", SERVE) == 2
+    assert _verify("--exec", "/no/such/program") == 2
