@@ -103,7 +103,8 @@ def REPLAY(line):
         ("crash", "def answer(request, good):\n    if seen['n'] == 3: sys.exit(7)\n    return json.dumps(good)\n"),
         (
             "hang",
-            "import time\ndef answer(request, good):\n    if seen['n'] == 3: time.sleep(60)\n    return json.dumps(good)\n",
+            "import time\ndef answer(request, good):\n"
+            "    if seen['n'] == 3: time.sleep(60)\n    return json.dumps(good)\n",
         ),
         ("garbage", "def answer(request, good):\n    return 'hello' if seen['n'] == 3 else json.dumps(good)\n"),
         ("wrong id", "def answer(request, good):\n    return json.dumps({**good, 'id': good['id'] + 1})\n"),

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from auxspec import traces, verify
-from auxspec.protocol import ProtocolError
 from auxspec.ops import Trace, TraceError, decode, expected_outcomes, outcome_to_json
+from auxspec.protocol import ProtocolError
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
 REGRESSIONS = BUNDLED_VECTORS / "regressions"

@@ -141,7 +141,7 @@ class ProcessStore:
     def read_into(self, keys: list[Any], buffer: bytes | bytearray) -> int:
         readonly = isinstance(buffer, bytes)
         data = _hex(self._call(ReadInto(tuple(keys), len(buffer), readonly)), "read_into")
-        if readonly or len(data) > len(buffer):
+        if isinstance(buffer, bytes) or len(data) > len(buffer):  # a read-only buffer must have been refused
             raise ProtocolError(f"read_into answered {len(data)} bytes for a {len(buffer)}-byte buffer")
         buffer[: len(data)] = data
         return len(data)

@@ -24,8 +24,8 @@ from hypothesis.errors import NoSuchExample
 
 from auxspec import traces
 from auxspec.model import Outcome
-from auxspec.protocol import ProtocolError
 from auxspec.ops import Op, Trace, apply, construct, decode, expected_new, expected_outcomes, outcome_to_json
+from auxspec.protocol import ProtocolError
 from auxstore import StoreSnapshot
 
 Observe = Callable[[Any], StoreSnapshot]
