@@ -7,6 +7,8 @@ spec is wrong, unless DESIGN.md lists the case as a deviation.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -14,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from auxspec.reference import ReferenceStore
-from auxspec.targets import load_upstream, observe_vllm
+from auxspec.targets import UPSTREAM_ENV, load_module_from_path, load_upstream, observe_vllm, upstream_path
 from auxspec.upstream_agreement import (
     Close,
     Divergence,
@@ -30,7 +32,7 @@ from auxspec.upstream_agreement import (
 from auxstore import BlockObjectStoreError, UnreferencedKeyError
 
 _UPSTREAM = load_upstream()
-pytestmark = pytest.mark.skipif(
+needs_upstream = pytest.mark.skipif(
     _UPSTREAM is None,
     reason="vLLM's module not found: set AUXSTORE_UPSTREAM or put it at ../shared/upstream/vllm_store.py",
 )
@@ -38,7 +40,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def vllm() -> ModuleType:
-    assert _UPSTREAM is not None
+    if _UPSTREAM is None:
+        pytest.skip("vLLM's module not found: set AUXSTORE_UPSTREAM or put it at ../shared/upstream/vllm_store.py")
     return _UPSTREAM
 
 
@@ -70,6 +73,7 @@ def test_corner_programs_agree(vllm: ModuleType, program: Program) -> None:
     assert run_agreement(vllm, program) == len(program.ops)
 
 
+@needs_upstream
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -79,6 +83,7 @@ def test_random_programs_agree(program: Program) -> None:
     run_agreement(_UPSTREAM, program)
 
 
+@needs_upstream
 @settings(max_examples=300, deadline=None)
 @given(max_bytes=st.integers(-3, 40), object_nbytes=st.integers(-3, 12))
 @example(max_bytes=0, object_nbytes=0)
@@ -158,3 +163,52 @@ def test_generated_programs_reach_each_failure() -> None:
 
     collect()
     assert wanted <= seen, f"never drawn: {sorted(wanted - seen)}"
+
+
+# ----------------------------------------------------------- finding and loading
+
+
+def test_upstream_path_honours_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module_file = tmp_path / "some_store.py"
+    module_file.write_text("VALUE = 41 + 1\n", encoding="utf-8")
+    monkeypatch.setenv(UPSTREAM_ENV, str(module_file))
+    assert upstream_path() == module_file.resolve()
+    loaded = load_upstream()
+    assert loaded is not None and loaded.VALUE == 42
+    assert load_upstream() is loaded  # loaded once: its classes stay the same objects
+
+
+def test_a_wrong_environment_path_warns_and_counts_as_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(UPSTREAM_ENV, str(tmp_path / "missing.py"))
+    with pytest.warns(UserWarning, match="missing.py"):
+        assert upstream_path() is None
+    with pytest.warns(UserWarning):
+        assert load_upstream() is None
+
+
+def test_load_module_registers_before_running(tmp_path: Path) -> None:
+    # A dataclass needs its module in sys.modules while it is being created.
+    source = tmp_path / "with_dataclass.py"
+    source.write_text(
+        "from __future__ import annotations\nfrom dataclasses import dataclass\n\n"
+        "@dataclass(frozen=True)\nclass Point:\n    x: int\n",
+        encoding="utf-8",
+    )
+    module = load_module_from_path(source)
+    assert sys.modules[module.__name__] is module
+    assert module.Point(3).x == 3
+
+
+def test_load_module_errors_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no Python file"):
+        load_module_from_path(tmp_path / "absent.py")
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('cannot start')\n", encoding="utf-8")
+    with pytest.raises(ImportError, match="cannot start") as info:
+        load_module_from_path(broken, name="_auxspec_test_broken")
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert "_auxspec_test_broken" not in sys.modules  # a half-run module is not left behind
+    not_python = tmp_path / "data.txt"
+    not_python.write_text("x", encoding="utf-8")
+    with pytest.raises(ImportError, match="cannot be loaded"):
+        load_module_from_path(not_python)
