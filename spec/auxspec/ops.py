@@ -101,12 +101,13 @@ KEY_POOL = 6  # few keys, so they repeat: reuse is where the bugs are
 MAX_OPS = 64
 
 
-def decode(data: bytes, profile: str = "strict") -> Trace:
+def decode(data: bytes, profile: str = "strict", read_into: bool = True) -> Trace:
     """The trace that ``data`` stands for.
 
     Biased so that short inputs reach the interesting states: capacities of 1-4
     (capacity 1 is the likeliest), keys from a pool of six, frequent retains so
     stores fill with pinned keys, and under ``strict`` occasional invalid values.
+    ``read_into=False`` reads with ``get`` instead, for targets without it.
     """
     src = _Bytes(data)
     object_nbytes = 1 + src.next() % 4
@@ -121,7 +122,7 @@ def decode(data: bytes, profile: str = "strict") -> Trace:
         elif choice < 25:
             ops.append(Get(_decode_keys(src, strict, 4)))
         elif choice < 31 or not strict:
-            if strict:
+            if strict and read_into:
                 keys = _decode_keys(src, strict, 3)
                 size = len(keys) * object_nbytes - (src.next() % 4 == 0)
                 ops.append(ReadInto(keys, max(size, 0), readonly=src.next() % 16 == 0))

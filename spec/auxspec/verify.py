@@ -39,6 +39,7 @@ class Target:
     label: str
     factory: Callable[[Any, Any], Any]
     observe: Observe | None
+    reads_into: bool = True  # False: the target has no read_into (vLLM), so no trace uses it
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,20 @@ class Divergence:
     step: int  # index into trace.ops; -1: the constructor
     expected: str
     actual: str
+    want: Outcome | None = None  # the spec's outcome at that step
+
+    @property
+    def op(self) -> Op | None:
+        return self.trace.ops[self.step] if self.step >= 0 else None
+
+    @property
+    def deviation(self) -> str | None:
+        """The documented strict-vs-vLLM deviation this falls under, if any."""
+        if self.trace.profile != "strict":
+            return None
+        from auxspec.deviations import deviation
+
+        return deviation(self.op, self.want)
 
     def render(self) -> str:
         where = "building the store" if self.step < 0 else f"step {self.step + 1} of {len(self.trace.ops)}"
@@ -98,9 +113,10 @@ def compare(trace: Trace, target: Target) -> Divergence | None:
     except ProtocolError:
         raise
     except Exception as error:
-        return Divergence(trace, -1, str(outcome_to_json(want_new)), f"constructor raised {_exception_line(error)}")
+        shown = f"constructor raised {_exception_line(error)}"
+        return Divergence(trace, -1, str(outcome_to_json(want_new)), shown, want_new)
     if got_new != want_new:
-        return Divergence(trace, -1, str(outcome_to_json(want_new)), str(outcome_to_json(got_new)))
+        return Divergence(trace, -1, str(outcome_to_json(want_new)), str(outcome_to_json(got_new)), want_new)
     if store is None:
         return None
     try:
@@ -110,15 +126,17 @@ def compare(trace: Trace, target: Target) -> Divergence | None:
             except ProtocolError:
                 raise  # a broken port process, not a divergence
             except Exception as error:
-                return Divergence(trace, step, _show(want, None), f"unexpected {_exception_line(error)}")
+                return Divergence(trace, step, _show(want, None), f"unexpected {_exception_line(error)}", want)
             broken = _broken_invariant(store)
             if broken:
-                return Divergence(trace, step, "the target's invariants hold", broken)
-            got_snapshot = target.observe(store) if target.observe else None
+                return Divergence(trace, step, "the target's invariants hold", broken, want)
+            try:
+                got_snapshot = target.observe(store) if target.observe else None
+            except Exception as error:  # a state the observer cannot even read is wrong
+                return Divergence(trace, step, _show(want, None), f"snapshot failed: {_exception_line(error)}", want)
             if got != want or (got_snapshot is not None and got_snapshot != want_snapshot):
-                return Divergence(
-                    trace, step, _show(want, want_snapshot if got_snapshot else None), _show(got, got_snapshot)
-                )
+                shown = _show(want, want_snapshot if got_snapshot else None)
+                return Divergence(trace, step, shown, _show(got, got_snapshot), want)
         return None
     finally:
         with contextlib.suppress(Exception):  # the trace may have closed it, or shown a failure
@@ -154,9 +172,11 @@ def explore(
     seed: int | None = None,
     progress: Callable[[int, float], None] | None = None,
     round_size: int = 300,
+    known: frozenset[str] = frozenset(),
 ) -> tuple[Divergence | None, int]:
     """Search for a divergence for about ``max_time`` seconds; return the
-    shrunk divergence (or None) and how many traces were tried."""
+    shrunk divergence (or None) and how many traces were tried. Divergences
+    that fall under a deviation in ``known`` do not count."""
     deadline = time.monotonic() + max_time
     tried = 0
 
@@ -172,7 +192,8 @@ def explore(
         if time.monotonic() > deadline:
             return False
         try:
-            return compare(decode(data, profile), target) is not None
+            found = compare(decode(data, profile, target.reads_into), target)
+            return found is not None and found.deviation not in known
         except ProtocolError as error:
             broken.append(error)  # stop searching; reported once find() returns
             return False
@@ -195,7 +216,7 @@ def explore(
             if broken:
                 raise broken[0] from None
             continue
-        return compare(decode(found, profile), target), tried
+        return compare(decode(found, profile, target.reads_into), target), tried
     return None, tried
 
 
@@ -224,7 +245,7 @@ def load_target(spec: str | None) -> Target:
 
         module = load_module_from_path(Path(spec))
         cls = _store_class(module, spec)
-        return Target(f"{spec}:{cls.__name__}", _factory(cls), _observer(cls, module))
+        return Target(f"{spec}:{cls.__name__}", _factory(cls), _observer(cls, module), hasattr(cls, "read_into"))
     name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(name)
@@ -236,7 +257,7 @@ def load_target(spec: str | None) -> Target:
             raise LookupError(f"{name!r} has no class {attr!r}")
     else:
         cls = _store_class(module, spec)
-    return Target(f"{name}:{cls.__name__}", _factory(cls), _observer(cls, module))
+    return Target(f"{name}:{cls.__name__}", _factory(cls), _observer(cls, module), hasattr(cls, "read_into"))
 
 
 def _store_class(module: ModuleType, spec: str) -> Any:
