@@ -235,6 +235,19 @@ def test_capacity_failure_upstream_keeps_counts_and_moves_and_removes_new_keys()
     assert dict(after.entries) == dict(before.entries)
 
 
+def test_capacity_failure_upstream_removes_a_new_key_even_when_it_was_terminal() -> None:
+    # "n" is new and released to zero in the call (so evictable), "p" is new
+    # and protected; a, b pinned leave room for nothing: n is not enough.
+    before = mk("upstream", capacity=2, keys="ab", refs={"a": 1, "b": 1})
+    after, outcome = put(before, objects="np", retain="n", release="n")
+    assert outcome == Err(Kind.CAPACITY)
+    assert order(after) == "ab" and after.refs == before.refs
+    # A stored terminal key is not new: it stays, moved and unpinned.
+    after, outcome = put(before, objects="pq", release="a")
+    assert outcome == Err(Kind.CAPACITY)  # p, q protected, b pinned: only a can go, two must
+    assert order(after) == "ba" and after.refs == (("b", 1),)
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 def test_capacity_failure_when_everything_is_pinned(profile: str) -> None:
     before = mk(profile, capacity=1, keys="a", refs={"a": 1})
