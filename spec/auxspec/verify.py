@@ -132,6 +132,8 @@ def compare(trace: Trace, target: Target) -> Divergence | None:
                 return Divergence(trace, step, "the target's invariants hold", broken, want)
             try:
                 got_snapshot = target.observe(store) if target.observe else None
+            except ProtocolError:
+                raise
             except Exception as error:  # a state the observer cannot even read is wrong
                 return Divergence(trace, step, _show(want, None), f"snapshot failed: {_exception_line(error)}", want)
             if got != want or (got_snapshot is not None and got_snapshot != want_snapshot):
