@@ -234,17 +234,10 @@ def test_smallest_valid_constructor_is_accepted() -> None:
 
 
 # ------------------------------------------------------------- message detail
-# The message should also name the offending value, so a caller can find it in
-# a batch of thousands. ReferenceStore does not say which one yet; these are
-# strict xfails so they turn into failures (and get un-marked) once it does.
+# The message names the offending value, so a caller can find it in a batch
+# of thousands.
 
 
-_DETAIL = pytest.mark.xfail(
-    strict=True, reason="ReferenceStore's messages name the kind of error but not the offending key or value"
-)
-
-
-@_DETAIL
 def test_payload_error_names_key_and_lengths() -> None:
     store = populated()
     with pytest.raises(ValueError) as info:
@@ -253,7 +246,6 @@ def test_payload_error_names_key_and_lengths() -> None:
     assert "dkey" in message and "3" in message and "2" in message
 
 
-@_DETAIL
 def test_over_release_names_the_key() -> None:
     store = populated()
     with pytest.raises(UnreferencedKeyError) as info:
@@ -261,7 +253,6 @@ def test_over_release_names_the_key() -> None:
     assert "bkey" in str(info.value)
 
 
-@_DETAIL
 def test_type_error_names_the_type() -> None:
     store = populated()
     with pytest.raises(TypeError) as info:

@@ -21,7 +21,7 @@ _MESSAGES: dict[Kind, str] = {
     Kind.PAYLOAD: "payload length differs from object_nbytes",
     Kind.TYPE: "keys must be str, payloads and buffers bytes-like, key lists and batches iterable",
     Kind.BUFFER: "buffer is smaller than the objects read",
-    Kind.CONFIG: "need object_nbytes > 0, max_bytes >= object_nbytes and a known profile",
+    Kind.CONFIG: "need object_nbytes > 0 and max_bytes >= object_nbytes",
 }
 
 
@@ -36,8 +36,8 @@ class ReferenceStore:
             raise binding.exception_for(
                 created.kind,
                 profile,
-                f"{_MESSAGES[created.kind]} (max_bytes={max_bytes!r}, "
-                f"object_nbytes={object_nbytes!r}, profile={profile!r})",
+                f"{'sizes must be ints' if created.kind is Kind.TYPE else _MESSAGES[created.kind]} "
+                f"(max_bytes={max_bytes!r}, object_nbytes={object_nbytes!r})",
             )
         self._state: State = created
         self._hits = self._misses = self._evictions = self._capacity_failures = 0
@@ -71,7 +71,8 @@ class ReferenceStore:
     ) -> None:
         before = set(model.stored_keys(self._state))
         items = binding.as_items(objects)
-        result = model.put(self._state, items, binding.as_keys(retain_keys), binding.as_keys(release_keys))
+        retains, releases = binding.as_keys(retain_keys), binding.as_keys(release_keys)
+        result = model.put(self._state, items, retains, releases)
         new_state, outcome = result
         if isinstance(outcome, Err):
             if outcome.kind is Kind.CAPACITY:
@@ -80,9 +81,36 @@ class ReferenceStore:
             batch = {key for key, _ in items if isinstance(key, str)}
             self._evictions += len((before | batch) - set(model.stored_keys(new_state)))
         detail = ""
-        if isinstance(outcome, Err) and outcome.kind is Kind.CAPACITY:
-            detail = f"capacity={self._state.capacity} objects"
+        if isinstance(outcome, Err):
+            detail = self._put_detail(outcome.kind, items, retains, releases)
         self._apply(result, detail)
+
+    def _put_detail(
+        self,
+        kind: Kind,
+        items: tuple[model.Item, ...],
+        retains: tuple[model.KeyArg, ...],
+        releases: tuple[model.KeyArg, ...],
+    ) -> str:
+        """What to name in the message: the offending value, where there is one."""
+        if kind is Kind.CAPACITY:
+            return f"capacity={self._state.capacity} objects"
+        if kind is Kind.TYPE:
+            flat = [v for pair in items for v in pair] + list(retains + releases)
+            return next(v.what for v in flat if isinstance(v, model.Invalid))
+        if kind is Kind.PAYLOAD:
+            size = self._state.object_nbytes
+            key, payload = next((k, p) for k, p in items if isinstance(p, bytes) and len(p) != size)
+            return f"payload of {key!r} is {len(payload)} bytes, object_nbytes is {size}"
+        if kind is Kind.UNREFERENCED:
+            counts = dict(self._state.refs)
+            for key in retains:
+                counts[str(key)] = counts.get(str(key), 0) + 1
+            for key in releases:
+                counts[str(key)] = counts.get(str(key), 0) - 1
+                if counts[str(key)] < 0:
+                    return f"{key!r} holds no reference"
+        return ""
 
     def get_concatenated(self, keys: list[str]) -> bytes:
         wanted = binding.as_keys(keys)
