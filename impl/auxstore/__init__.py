@@ -7,16 +7,20 @@ it was.
 
 from __future__ import annotations
 
+from auxstore._background import BackgroundBlockObjectStore
 from auxstore._errors import (
     BlockObjectStoreError,
     CapacityError,
     MissingKeyError,
     UnreferencedKeyError,
 )
+from auxstore._store import BlockObjectStore
 from auxstore._types import BlockObject, StoreSnapshot, StoreStats
 
 __all__ = [
+    "BackgroundBlockObjectStore",
     "BlockObject",
+    "BlockObjectStore",
     "BlockObjectStoreError",
     "CapacityError",
     "MissingKeyError",

@@ -1,0 +1,540 @@
+"""``BlockObjectStore``: the strict production store.
+
+Layout
+------
+Payloads live in one anonymous ``mmap`` arena of ``capacity * object_nbytes``
+bytes cut into fixed slots. A slot is addressed through a memoryview made once,
+when the slot is first used; an evicted key's slot goes on a free list and is
+reused before a fresh one, so at most ``capacity`` slots are ever made.
+
+Three structures hold the bookkeeping:
+
+- ``_lru``: every stored key -> its slot view, in global recency order (least
+  recent first). This is the order ``snapshot()`` reports.
+- ``_evictable``: the stored keys with no reference, in the same relative
+  order (always a subsequence of ``_lru``).
+- ``_refs``: key -> reference count >= 1; a key may be referenced before (or
+  without) being stored.
+
+Why eviction is O(batch + evicted)
+----------------------------------
+A victim must have no reference, so eviction scans only ``_evictable``, from
+its least recent end. The only keys the scan passes over without taking them
+are keys this very put names: batch keys (protected), keys its retains pin,
+and keys its releases make terminal (those move to the most-recent end and are
+considered after everything else). So a put scans at most ``len(batch) +
+len(retain_keys) + len(release_keys) + evicted`` keys, however many keys are
+pinned (vLLM scans past every pinned key at the old end on each put).
+
+Keeping ``_evictable`` exact costs O(1) per transition. A key leaves it when a
+retain pins it. It enters it only when its count reaches zero; that makes it
+terminal, and a stored terminal key moves to the most-recent end of the global
+order, so it enters ``_evictable`` at the most-recent end too. A key pinned
+before it is stored is inserted as pinned (into ``_lru`` only). Reads and
+re-puts move a key to the most-recent end of ``_lru``, and of ``_evictable``
+when it is there; pinned keys keep moving in ``_lru`` so the global order stays
+exactly the specified one.
+
+Strictness
+----------
+Every call first validates all of its input and plans its whole effect (new
+counts, terminal keys, victims) without touching the store; only then does it
+change anything. So every error leaves the store exactly as it was. Which
+inputs are accepted, which error wins when several apply, and which exception
+each raises follow ``auxspec.binding`` and the model's ``strict`` profile;
+``tests/test_store_differential.py`` checks the agreement.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
+from itertools import filterfalse, islice
+from types import TracebackType
+from typing import Protocol
+
+from auxstore._errors import CapacityError, MissingKeyError, UnreferencedKeyError
+from auxstore._types import StoreSnapshot, StoreStats
+
+__all__ = ["BlockObjectStore", "InvariantError"]
+
+_CLOSED = "auxiliary output store is closed"
+# Runs an iterator to exhaustion at C speed, keeping nothing.
+_consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
+# Checks that every item is a str (subclasses too, as isinstance) at C speed:
+# str.join raises TypeError on anything else. Much faster than isinstance per key.
+_join_str = "".join
+# Objects at least this big are copied one by one into read_into's buffer;
+# smaller ones are joined first (a call per object costs more than a copy).
+_COPY_EACH_MIN = 4096
+_NOT_KEY_LISTS = (str, bytes, bytearray)
+
+
+class _Object(Protocol):
+    """What a batch holds: auxstore's ``BlockObject``, vLLM's, or a port's."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def payload(self) -> bytes: ...
+
+
+class InvariantError(AssertionError):
+    """The store's own bookkeeping is inconsistent: a bug in the store."""
+
+
+def _size(name: str, value: object) -> int:
+    # bool is an int subclass, but True as a size is always a caller's slip.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+
+
+def _key_list(values: object, what: str) -> list[str] | tuple[str, ...]:
+    """``values`` as a sequence of str keys, or TypeError.
+
+    Any iterable but a str or bytes (which would iterate characters) is a key
+    list, as in ``auxspec.binding.as_keys``.
+    """
+    if isinstance(values, _NOT_KEY_LISTS) or not isinstance(values, Iterable):
+        raise TypeError(f"{what} must be an iterable of str keys, not a {type(values).__name__}")
+    keys: list[str] | tuple[str, ...] = values if type(values) is list or type(values) is tuple else list(values)
+    try:
+        _join_str(keys)
+    except TypeError:
+        bad = next(key for key in keys if not isinstance(key, str))
+        raise TypeError(f"{what} must hold str keys; got {bad!r} of type {type(bad).__name__}") from None
+    return keys
+
+
+def _payload_bytes(payload: object, key: str) -> bytes:
+    """A non-``bytes`` payload as its raw bytes (any buffer but str)."""
+    try:
+        view = memoryview(payload)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"payload of {key!r} must be bytes-like, not {type(payload).__name__}") from None
+    with view:
+        return view.tobytes()
+
+
+class BlockObjectStore:
+    """A bounded LRU store of fixed-size immutable objects with pins.
+
+    Drop-in for vLLM's ``BlockObjectStore`` (same constructor, ``put``,
+    ``get_concatenated`` and ``close``), with strict errors that change
+    nothing, O(batch + evicted) eviction, and ``read_into``, ``len``, ``in``,
+    ``stats``, ``snapshot``, ``flush`` and context-manager use on top. Used by
+    one thread at a time.
+    """
+
+    __slots__ = (
+        "_arena",
+        "_base",
+        "_capacity",
+        "_capacity_failures",
+        "_dst_slices",
+        "_evictable",
+        "_evictions",
+        "_free",
+        "_hits",
+        "_lru",
+        "_misses",
+        "_object_nbytes",
+        "_refs",
+        "_views",
+    )
+
+    def __init__(self, *, max_bytes: int, object_nbytes: int) -> None:
+        max_bytes = _size("max_bytes", max_bytes)
+        object_nbytes = _size("object_nbytes", object_nbytes)
+        if object_nbytes <= 0:
+            raise ValueError(f"object_nbytes must be positive, got {object_nbytes}")
+        if max_bytes < object_nbytes:
+            raise ValueError(f"max_bytes={max_bytes} cannot hold one object of object_nbytes={object_nbytes}")
+        self._object_nbytes = object_nbytes
+        self._capacity = max_bytes // object_nbytes
+        self._arena: mmap.mmap | None = mmap.mmap(-1, self._capacity * object_nbytes)
+        self._base = memoryview(self._arena)
+        self._views: list[memoryview] = []  # slot i -> view of its bytes; len() = slots made
+        self._free: list[memoryview] = []  # views of slots made but unused
+        self._lru: OrderedDict[str, memoryview] = OrderedDict()
+        self._evictable: OrderedDict[str, None] = OrderedDict()
+        self._refs: dict[str, int] = {}
+        self._dst_slices: list[slice] = []  # read_into's target ranges, grown on demand
+        self._hits = self._misses = self._evictions = self._capacity_failures = 0
+
+    # ----------------------------------------------------------- properties
+
+    @property
+    def object_nbytes(self) -> int:
+        return self._object_nbytes
+
+    @property
+    def capacity(self) -> int:
+        """The most objects the store holds: ``max_bytes // object_nbytes``."""
+        return self._capacity
+
+    @property
+    def num_slots(self) -> int:
+        """vLLM's name for ``capacity``."""
+        return self._capacity
+
+    def __repr__(self) -> str:
+        state = "closed" if self._arena is None else f"stored={len(self._lru)}"
+        return f"BlockObjectStore(capacity={self._capacity}, object_nbytes={self._object_nbytes}, {state})"
+
+    # ------------------------------------------------------------------ put
+
+    def put(
+        self,
+        objects: Iterable[_Object],
+        *,
+        retain_keys: Iterable[str] = (),
+        release_keys: Iterable[str] = (),
+    ) -> None:
+        """Apply pins, store the batch, move terminal keys, evict; all or nothing."""
+        if self._arena is None:
+            raise RuntimeError(_CLOSED)
+        nbytes = self._object_nbytes
+
+        # Validate in the model's order: each object's key, then its payload
+        # (type, then length); then retain keys; then release keys. The batch
+        # is de-duplicated as a dict would: first position, last payload.
+        if type(objects) is not list and (isinstance(objects, _NOT_KEY_LISTS) or not isinstance(objects, Iterable)):
+            raise TypeError(
+                f"objects must be an iterable of objects with key and payload, not {type(objects).__name__}"
+            )
+        batch: dict[str, bytes] = {}
+        for obj in objects:
+            try:
+                key = obj.key
+                payload = obj.payload
+            except AttributeError:
+                raise TypeError(f"object of type {type(obj).__name__} has no key and payload") from None
+            if type(key) is not str and not isinstance(key, str):
+                raise TypeError(f"key {key!r} must be a str, not {type(key).__name__}")
+            if type(payload) is not bytes:
+                payload = _payload_bytes(payload, key)
+            if len(payload) != nbytes:
+                raise ValueError(f"payload of {key!r} is {len(payload)} bytes; object_nbytes is {nbytes}")
+            batch[key] = payload
+        retains = () if type(retain_keys) is tuple and not retain_keys else _key_list(retain_keys, "retain_keys")
+        releases = () if type(release_keys) is tuple and not release_keys else _key_list(release_keys, "release_keys")
+
+        # Plan the pins: the new count of every key they touch, and the keys
+        # that reach zero, in the order they do.
+        refs = self._refs
+        changed: dict[str, int] = {}
+        terminal: list[str] = []
+        if retains or releases:
+            for key in retains:
+                changed[key] = (changed[key] if key in changed else refs.get(key, 0)) + 1
+            for key in releases:
+                count = (changed[key] if key in changed else refs.get(key, 0)) - 1
+                if count < 0:
+                    raise UnreferencedKeyError(
+                        f"release of {key!r}, which holds no reference (released more often than retained)"
+                    )
+                changed[key] = count
+                if not count:
+                    terminal.append(key)
+
+        # Plan the eviction.
+        lru = self._lru
+        excess = len(lru) + len(batch) - sum(map(lru.__contains__, batch)) - self._capacity
+        victims = self._select_victims(excess, batch, changed, terminal) if excess > 0 else None
+
+        # Commit: nothing below can fail.
+        evictable = self._evictable
+        if changed:
+            for key, count in changed.items():
+                if count:
+                    if key not in refs and key in lru:
+                        del evictable[key]  # pinned from now on
+                    refs[key] = count
+                elif key in refs:
+                    del refs[key]  # terminal
+                    if key in lru:
+                        evictable[key] = None  # moved to the most-recent end below
+        free = self._free
+        dropped: set[str] = set()  # batch keys evicted by their own put
+        if victims:
+            for key in victims:
+                view = lru.pop(key, None)
+                if view is not None:  # else a new batch key, never inserted
+                    free.append(view)
+                    del evictable[key]
+            self._evictions += len(victims)
+            if terminal:  # only a terminal batch key can be a victim
+                dropped = set(victims).intersection(batch)
+        for key, payload in batch.items():
+            if key in lru:
+                lru.move_to_end(key)
+                if key not in refs:
+                    evictable.move_to_end(key)
+            elif not dropped or key not in dropped:
+                view = free.pop() if free else self._new_slot()
+                view[:] = payload
+                lru[key] = view
+                if key not in refs:
+                    evictable[key] = None
+        for key in terminal:
+            if key in lru:
+                lru.move_to_end(key)
+                evictable.move_to_end(key)
+
+    def _select_victims(
+        self, excess: int, batch: dict[str, bytes], changed: dict[str, int], terminal: list[str]
+    ) -> list[str]:
+        """The ``excess`` least recent keys that will be unreferenced and
+        unprotected, in eviction order, or CapacityError."""
+        # Keys named by this put are passed over in _evictable: batch keys are
+        # protected, keys it pins are no longer evictable, and terminal keys
+        # move to the most-recent end, where they are taken last.
+        passed = batch.keys() | changed.keys() if changed else batch
+        victims = list(islice(filterfalse(passed.__contains__, self._evictable), excess))
+        if len(victims) < excess and terminal:
+            lru = self._lru
+            for key in terminal:
+                if key in lru or key in batch:
+                    victims.append(key)
+                    if len(victims) == excess:
+                        break
+        if len(victims) < excess:
+            self._capacity_failures += 1
+            kept = len(self._lru) + excess - len(victims)
+            raise CapacityError(
+                f"cannot fit the batch: {kept} objects would have to stay but capacity is {self._capacity} "
+                f"(too few unpinned, unprotected keys to evict; batch of {len(batch)} keys)"
+            )
+        return victims
+
+    def _new_slot(self) -> memoryview:
+        views = self._views
+        start = len(views) * self._object_nbytes
+        view = self._base[start : start + self._object_nbytes]
+        views.append(view)
+        return view
+
+    # ---------------------------------------------------------------- reads
+
+    def get_concatenated(self, keys: list[str]) -> bytes:
+        """The payloads of ``keys`` joined in order; each key then becomes most recent."""
+        if self._arena is None:
+            raise RuntimeError(_CLOSED)
+        if type(keys) is list:
+            try:
+                _join_str(keys)
+            except TypeError:
+                keys = _key_list(keys, "keys")  # type: ignore[assignment]
+        else:
+            keys = _key_list(keys, "keys")  # type: ignore[assignment]
+        lru = self._lru
+        try:
+            data = b"".join(map(lru.__getitem__, keys))
+        except KeyError:
+            self._misses += 1
+            raise MissingKeyError(self._missing_message(keys)) from None
+        self._touch(keys)
+        return data
+
+    def read_into(self, keys: list[str], buffer: object) -> int:
+        """Write the payloads of ``keys``, joined, at the start of ``buffer`` (any
+        writable C-contiguous buffer) and return the number of bytes written.
+
+        Same recency effect as ``get_concatenated``; a buffer that is too small
+        is a ValueError that changes nothing.
+        """
+        if self._arena is None:
+            raise RuntimeError(_CLOSED)
+        if type(keys) is list:
+            try:
+                _join_str(keys)
+            except TypeError:
+                keys = _key_list(keys, "keys")  # type: ignore[assignment]
+        else:
+            keys = _key_list(keys, "keys")  # type: ignore[assignment]
+        nbytes = self._object_nbytes
+        if type(buffer) is bytearray and nbytes < _COPY_EACH_MIN:
+            return self._read_into(keys, buffer, len(buffer))  # the common case needs no memoryview
+        try:
+            view = memoryview(buffer)  # type: ignore[arg-type]
+        except TypeError:
+            raise TypeError(f"buffer must be a writable buffer, not {type(buffer).__name__}") from None
+        with view:
+            if view.readonly:
+                raise TypeError(f"buffer of type {type(buffer).__name__} is read-only")
+            if not view.c_contiguous:
+                raise TypeError("buffer is not C-contiguous")
+            if view.ndim == 1 and view.format == "B":
+                return self._read_into(keys, view, view.nbytes)
+            with view.cast("B") as flat:
+                return self._read_into(keys, flat, flat.nbytes)
+
+    def _read_into(self, keys: list[str], target: bytearray | memoryview, size: int) -> int:
+        lru = self._lru
+        nbytes = self._object_nbytes
+        total = nbytes * len(keys)
+        try:
+            if nbytes < _COPY_EACH_MIN:
+                # One C-level join, then one copy: cheaper than a call per
+                # small object, even though it copies twice.
+                data = b"".join(map(lru.__getitem__, keys))
+            else:
+                sources = list(map(lru.__getitem__, keys))
+        except KeyError:
+            self._misses += 1
+            raise MissingKeyError(self._missing_message(keys)) from None
+        if total > size:
+            raise ValueError(
+                f"buffer of {size} bytes is too small for {len(keys)} objects of {nbytes} bytes ({total} bytes)"
+            )
+        if nbytes < _COPY_EACH_MIN:
+            target[:total] = data
+        else:
+            # target is a memoryview here: bytearray slice assignment copies a
+            # memoryview source into a temporary first.
+            ranges = self._dst_slices
+            if len(ranges) < len(keys):
+                ranges.extend(slice(i * nbytes, (i + 1) * nbytes) for i in range(len(ranges), len(keys)))
+            _consume(map(target.__setitem__, ranges, sources))
+        self._touch(keys)
+        return total
+
+    def _touch(self, keys: list[str] | tuple[str, ...]) -> None:
+        """Move read keys to the most-recent end, in order; count the hits."""
+        _consume(map(self._lru.move_to_end, keys))
+        refs = self._refs
+        # Every read key is stored; the unpinned ones are exactly those in _evictable.
+        _consume(map(self._evictable.move_to_end, filterfalse(refs.__contains__, keys) if refs else keys))
+        self._hits += len(keys)
+
+    def _missing_message(self, keys: Iterable[str]) -> str:
+        lru = self._lru
+        missing = next(key for key in keys if key not in lru)
+        return (
+            f"auxiliary output object {missing!r} is not stored (never put, or evicted; "
+            f"stored={len(lru)}, capacity={self._capacity} objects)"
+        )
+
+    # ---------------------------------------------------------- observation
+
+    def __len__(self) -> int:
+        self.flush()
+        return len(self._lru)
+
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` is stored; recency does not change."""
+        self.flush()
+        if isinstance(key, str):
+            return key in self._lru
+        # No non-str key is ever stored; compare as a sequence of keys would,
+        # so an object equal to a stored key still counts.
+        return key in tuple(self._lru)
+
+    def stats(self) -> StoreStats:
+        """The counters (see ``StoreStats``); recency does not change."""
+        self.flush()
+        return StoreStats(
+            stored=len(self._lru),
+            capacity=self._capacity,
+            pinned=len(self._lru) - len(self._evictable),
+            hits=self._hits,
+            misses=self._misses,
+            evictions=self._evictions,
+            capacity_failures=self._capacity_failures,
+        )
+
+    def snapshot(self) -> StoreSnapshot:
+        """Everything observable, without touching recency (also after close)."""
+        return StoreSnapshot(
+            entries=tuple((key, view.tobytes()) for key, view in self._lru.items()),
+            references=tuple(sorted(self._refs.items())),
+            closed=self._arena is None,
+        )
+
+    def check_invariants(self) -> None:
+        """Raise InvariantError describing the first inconsistency in the
+        bookkeeping (usable after close as well)."""
+        lru, evictable, refs, free, views = self._lru, self._evictable, self._refs, self._free, self._views
+        if self._arena is None:
+            if lru or evictable or refs or free or views:
+                raise InvariantError("a closed store still holds keys, references or slots")
+            return
+        capacity, nbytes = self._capacity, self._object_nbytes
+        if len(self._arena) != capacity * nbytes:
+            raise InvariantError(f"arena is {len(self._arena)} bytes, not capacity*object_nbytes")
+        if len(views) > capacity:
+            raise InvariantError(f"{len(views)} slots allocated > capacity {capacity}")
+        slot_of = {id(view): slot for slot, view in enumerate(views)}
+        for slot, view in enumerate(views):
+            if view.nbytes != nbytes or view.obj is not self._arena:
+                raise InvariantError(f"slot {slot} is not an {nbytes}-byte view of the arena")
+        owner: dict[int, str] = {}
+        for key, view in lru.items():
+            if not isinstance(key, str):
+                raise InvariantError(f"stored key {key!r} is not a str")
+            used = slot_of.get(id(view))
+            if used is None:
+                raise InvariantError(f"key {key!r} holds a view that is not an allocated slot")
+            if used in owner:
+                raise InvariantError(f"keys {owner[used]!r} and {key!r} share slot {used}")
+            owner[used] = key
+        free_slots: set[int] = set()
+        for view in free:
+            unused = slot_of.get(id(view))
+            if unused is None:
+                raise InvariantError("the free list holds a view that is not an allocated slot")
+            if unused in owner:
+                raise InvariantError(f"slot {unused} is both free and used by {owner[unused]!r}")
+            if unused in free_slots:
+                raise InvariantError(f"slot {unused} is on the free list twice")
+            free_slots.add(unused)
+        if len(free_slots) + len(owner) != len(views):
+            raise InvariantError(f"{len(free_slots)} free + {len(owner)} used != {len(views)} allocated slots")
+        for key, count in refs.items():
+            if not isinstance(key, str) or type(count) is not int or count < 1:
+                raise InvariantError(f"reference count {count!r} of {key!r} is not a positive int")
+        unpinned = [key for key in lru if key not in refs]
+        if list(evictable) != unpinned:
+            raise InvariantError(
+                f"evictable order {list(evictable)!r} is not the unpinned stored keys in recency order {unpinned!r}"
+            )
+
+    # ------------------------------------------------------------ lifecycle
+
+    def flush(self) -> None:
+        """Nothing is pending in a synchronous store; only a closed store fails."""
+        if self._arena is None:
+            raise RuntimeError(_CLOSED)
+
+    def close(self) -> None:
+        """Drop everything and unmap the arena; closing again does nothing."""
+        arena = self._arena
+        if arena is None:
+            return
+        self._arena = None
+        self._lru.clear()
+        self._evictable.clear()
+        self._refs.clear()
+        self._free.clear()
+        # Release every view first: mmap.close() fails while one is exported.
+        for view in self._views:
+            view.release()
+        self._views.clear()
+        self._base.release()
+        arena.close()
+
+    def __enter__(self) -> BlockObjectStore:
+        self.flush()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
