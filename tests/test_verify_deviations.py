@@ -60,7 +60,9 @@ def test_vllm_under_strict_lists_exactly_the_documented_deviations(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     out = tmp_path / "dev.jsonl"
-    code = cli.main(["verify", str(UPSTREAM), "--max-time", "20", "--seed", "5", "--json", "--out", str(out)])
+    code = cli.main(
+        ["verify", str(UPSTREAM), "--keep-going", "--max-time", "20", "--seed", "5", "--json", "--out", str(out)]
+    )
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 1
     assert report["result"] == "deviates", report

@@ -47,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--vectors", type=Path, action="append", help="vector file or folder (default: bundled)")
     check.add_argument("--out", type=Path, default=Path("divergence.jsonl"), help="where a divergence is written")
     check.add_argument("--json", action="store_true", help="print a JSON report instead of text")
+    check.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="after a divergence that is a documented deviation of vLLM from strict (docs/deviations.md), "
+        "record it and search on for the others, so a vLLM-like target's report lists them all",
+    )
 
     again = commands.add_parser(
         "reproduce",
@@ -139,7 +145,7 @@ def _check(
         divergence = verify.replay(vector, target)
         if divergence:
             say(f"vector {vector.name} ({number}/{len(usable)}) diverges")
-            if divergence.deviation is None:
+            if divergence.deviation is None or not args.keep_going:
                 return _diverged(args, report, divergence, say)
             deviations.setdefault(divergence.deviation, divergence)
     report["vectors"] = len(usable)
@@ -155,7 +161,7 @@ def _check(
         explored += tried
         if divergence is None:
             break
-        if divergence.deviation is None:
+        if divergence.deviation is None or not args.keep_going:
             report["explored"] = explored
             return _diverged(args, report, divergence, say)
         deviations[divergence.deviation] = divergence
@@ -178,6 +184,12 @@ def _write_shortest(divergence: verify.Divergence, path: Path, name: str, label:
 
 def _diverged(args: argparse.Namespace, report: dict[str, Any], divergence: verify.Divergence, say: Any) -> int:
     say(divergence.render())
+    if divergence.deviation:
+        from auxspec.deviations import DEVIATIONS
+
+        say(f"this is vLLM's documented deviation {divergence.deviation}: {DEVIATIONS[divergence.deviation]}")
+        say("(--keep-going lists every deviation the target has)")
+        report["deviation"] = divergence.deviation
     _write_shortest(divergence, args.out, "divergence", report["target"])
     say(f"written to {args.out}")
     report.update(result="diverges", step=divergence.step, expected=divergence.expected, actual=divergence.actual)

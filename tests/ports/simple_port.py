@@ -1,0 +1,162 @@
+"""A small, plain strict store written independently of auxstore and auxspec,
+with switches that plant one semantic bug each.
+
+``make(bug)`` returns a store class; ``make(None)`` is the correct port, which
+must conform, so a flagged bug is the bug and not the port.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+BUGS = (
+    "evict-pinned",
+    "no-read-refresh",
+    "no-rollback",
+    "terminal-reverse",
+    "no-terminal-move",
+    "first-payload-in-batch",
+    "last-write-wins",
+    "unprotected-batch",
+    "evict-most-recent",
+    "capacity-plus-one",
+    "release-before-retain",
+    "silent-over-release",
+    "read-into-no-refresh",
+    "open-after-close",
+)
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+StoreError.__name__ = "BlockObjectStoreError"  # what verify recognises, as for any port
+
+
+class UnreferencedError(StoreError, KeyError):
+    pass
+
+
+def make(bug: str | None) -> type:
+    class Port:
+        def __init__(self, *, max_bytes: Any, object_nbytes: Any) -> None:
+            for size in (max_bytes, object_nbytes):
+                if not isinstance(size, int) or isinstance(size, bool):
+                    raise TypeError("sizes must be ints")
+            if object_nbytes <= 0 or max_bytes < object_nbytes:
+                raise ValueError("bad sizes")
+            self.n = object_nbytes
+            self.capacity = max_bytes // object_nbytes + (bug == "capacity-plus-one")
+            self.lru: OrderedDict[str, bytes] = OrderedDict()
+            self.refs: dict[str, int] = {}
+            self.closed = False
+
+        def _open(self) -> None:
+            if self.closed and bug != "open-after-close":
+                raise RuntimeError("closed")
+
+        def put(self, objects: list[Any], *, retain_keys: Any = (), release_keys: Any = ()) -> None:
+            self._open()
+            batch: dict[str, bytes] = {}
+            for obj in objects:
+                if not isinstance(obj.key, str) or not isinstance(obj.payload, (bytes, bytearray)):
+                    raise TypeError("bad key or payload")
+                if len(obj.payload) != self.n:
+                    raise ValueError("bad payload length")
+                if bug == "first-payload-in-batch" and obj.key in batch:
+                    continue
+                batch[obj.key] = bytes(obj.payload)
+            retains, releases = list(retain_keys), list(release_keys)
+            if not all(isinstance(k, str) for k in retains + releases):
+                raise TypeError("bad key")
+            refs = dict(self.refs)
+            terminal: list[str] = []
+            steps = [(k, -1) for k in releases] + [(k, 1) for k in retains]
+            if bug != "release-before-retain":
+                steps = steps[len(releases) :] + steps[: len(releases)]
+            for key, delta in steps:
+                count = refs.get(key, 0) + delta
+                if count < 0:
+                    if bug == "silent-over-release":
+                        continue
+                    raise UnreferencedError(f"{key!r} holds no reference")
+                if count:
+                    refs[key] = count
+                else:
+                    refs.pop(key, None)
+                    terminal.append(key)
+            lru = OrderedDict(self.lru)
+            for key, payload in batch.items():
+                if key in lru:
+                    if bug == "last-write-wins":
+                        lru[key] = payload
+                    lru.move_to_end(key)
+                else:
+                    lru[key] = payload
+            if bug != "no-terminal-move":
+                for key in reversed(terminal) if bug == "terminal-reverse" else terminal:
+                    if key in lru:
+                        lru.move_to_end(key)
+            protected = set() if bug == "unprotected-batch" else set(batch) - set(terminal)
+            excess = len(lru) - self.capacity
+            if excess > 0:
+                order = list(lru)
+                if bug == "evict-most-recent":
+                    order.reverse()
+                victims = [k for k in order if (bug == "evict-pinned" or k not in refs) and k not in protected][:excess]
+                if len(victims) < excess:
+                    if bug == "no-rollback":
+                        self.refs, self.lru = refs, lru
+                    raise StoreError("capacity")
+                for key in victims:
+                    del lru[key]
+            self.refs, self.lru = refs, lru
+
+        def _read(self, keys: Any, refresh: bool) -> bytes:
+            self._open()
+            keys = list(keys)
+            if not all(isinstance(k, str) for k in keys):
+                raise TypeError("bad key")
+            if any(k not in self.lru for k in keys):
+                raise StoreError("missing")
+            data = b"".join(self.lru[k] for k in keys)
+            if refresh:
+                for key in keys:
+                    self.lru.move_to_end(key)
+            return data
+
+        def get_concatenated(self, keys: Any) -> bytes:
+            return self._read(keys, bug != "no-read-refresh")
+
+        def read_into(self, keys: Any, buffer: Any) -> int:
+            self._open()
+            view = memoryview(buffer)
+            if view.readonly:
+                raise TypeError("read-only buffer")
+            keys = list(keys)
+            if not all(isinstance(k, str) for k in keys):
+                raise TypeError("bad key")
+            if any(k not in self.lru for k in keys):
+                raise StoreError("missing")
+            if len(keys) * self.n > view.nbytes:
+                raise ValueError("buffer too small")
+            data = self._read(keys, bug != "read-into-no-refresh")
+            view[: len(data)] = data
+            return len(data)
+
+        def close(self) -> None:
+            self.closed = True
+            self.lru.clear()
+            self.refs.clear()
+
+        def snapshot(self) -> Any:
+            from auxstore import StoreSnapshot
+
+            if self.closed:
+                return StoreSnapshot((), (), True)
+            return StoreSnapshot(tuple(self.lru.items()), tuple(sorted(self.refs.items())), False)
+
+    Port.__name__ = f"Port_{bug or 'correct'}".replace("-", "_")
+    return Port
