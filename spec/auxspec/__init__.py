@@ -3,6 +3,7 @@ any implementation against it."""
 
 from __future__ import annotations
 
+from auxspec.background import ReferenceBackgroundStore
 from auxspec.model import Err, Invalid, Kind, Ok, State, UndefinedInput, check, violations
 from auxspec.reference import ReferenceStore, observe
 
@@ -11,6 +12,7 @@ __all__ = [
     "Invalid",
     "Kind",
     "Ok",
+    "ReferenceBackgroundStore",
     "ReferenceStore",
     "State",
     "UndefinedInput",

@@ -1,0 +1,147 @@
+"""Interleavings of the owner and the writer, chosen by Hypothesis.
+
+The inner store is a ``GatedStore``: its put waits until the test gives a
+permit, so Hypothesis decides where the writer stands at every owner call
+(``Release`` ops), and ``auxspec.background.run_scenario`` checks every owner
+outcome against the spec, the writer's inner calls, the final inner state
+against the sequential spec's, and that no thread outlives close.
+
+The same machine runs against auxstore (strict) and vLLM's module
+(upstream), and must catch four planted writer bugs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from auxspec import background as bg
+from auxstore import BackgroundBlockObjectStore, BlockObjectStoreError
+
+UPSTREAM = bg.upstream_target()
+needs_upstream = pytest.mark.skipif(
+    UPSTREAM is None, reason="vLLM's module (../shared/upstream/vllm_store.py or $AUXSTORE_UPSTREAM) is absent"
+)
+MACHINE = settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.mark.timeout(240)
+@MACHINE
+@given(bg.scenarios("strict"))
+def test_auxstore_follows_the_spec(scenario: bg.Scenario) -> None:
+    bg.run_scenario(bg.auxstore_target(), scenario)
+
+
+@needs_upstream
+@pytest.mark.timeout(240)
+@MACHINE
+@given(bg.scenarios("upstream"))
+def test_vllm_follows_the_upstream_spec(scenario: bg.Scenario) -> None:
+    assert UPSTREAM is not None
+    bg.run_scenario(UPSTREAM, scenario)
+
+
+# ------------------------------------------------------------- planted writers
+# Small variants of auxstore's class, each with one bug the spec forbids.
+
+
+class ReadsDoNotWait(BackgroundBlockObjectStore):
+    """Reads go straight to the inner store, ignoring the queue."""
+
+    def get_concatenated(self, keys: list[str]) -> bytes:
+        if self._stopping:
+            raise RuntimeError("closed")
+        self._raise_if_failed()
+        return self._store.get_concatenated(keys)
+
+
+class FailureNotSticky(BackgroundBlockObjectStore):
+    """A failure is reported once, then forgotten."""
+
+    def _raise_if_failed(self) -> None:
+        error = self._error
+        if error is not None:
+            self._error = None
+            raise BlockObjectStoreError("failed") from error
+
+
+class CloseDropsQueued(BackgroundBlockObjectStore):
+    """close() throws away the batches still waiting."""
+
+    def close(self) -> None:
+        with self._lock:
+            self._queue.clear()
+        super().close()
+
+
+class CloseSwallowsFailure(BackgroundBlockObjectStore):
+    """close() never reports a latched failure."""
+
+    def close(self) -> None:
+        with contextlib.suppress(BlockObjectStoreError):
+            super().close()
+
+
+A, B, C = (("a", b"\x01\x01"),), (("b", b"\x02\x02"),), (("c", b"\x03\x03"),)
+TOO_BIG = (("x", b"\x04\x04"), ("y", b"\x05\x05"))  # two protected keys, capacity 1
+
+# For each bug, a minimal scenario that shows it (a regression that needs no luck).
+PLANTED: list[tuple[type[BackgroundBlockObjectStore], tuple[bg.Op, ...]]] = [
+    (ReadsDoNotWait, (bg.Put(A), bg.Get(("a",)))),
+    (FailureNotSticky, (bg.Put(TOO_BIG), bg.Release(1), bg.Flush(), bg.Put(B), bg.Flush())),
+    (CloseDropsQueued, (bg.Put(A), bg.Put(B), bg.Close())),
+    (CloseSwallowsFailure, (bg.Put(TOO_BIG), bg.Close())),
+]
+
+
+def _search(target: bg.Target, examples: int) -> bg.Violation | None:
+    """The first violation Hypothesis finds in ``examples`` scenarios, or None."""
+    found: list[bg.Violation] = []
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(bg.scenarios("strict", faults=False))
+    def probe(scenario: bg.Scenario) -> None:
+        try:
+            bg.run_scenario(target, scenario, delay=0.002)
+        except bg.Violation as violation:
+            found.append(violation)
+            raise
+
+    with contextlib.suppress(bg.Violation):
+        probe()
+    return found[0] if found else None
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("variant", "ops"), PLANTED, ids=[cls.__name__ for cls, _ in PLANTED])
+def test_the_machine_catches_a_planted_bug(variant: type[BackgroundBlockObjectStore], ops: tuple[bg.Op, ...]) -> None:
+    target = bg.auxstore_target(variant, label=variant.__name__)
+    # The minimal scenario fails on the variant and passes on auxstore.
+    scenario = bg.Scenario("strict", 2, 2, 2, ops)
+    bg.run_scenario(bg.auxstore_target(), scenario)
+    with pytest.raises(bg.Violation):
+        bg.run_scenario(target, scenario)
+    # And Hypothesis finds it on its own.
+    violation = _search(target, examples=300)
+    assert violation is not None, f"the machine did not catch {variant.__name__}"
+    print(f"\n{variant.__name__} caught:\n{violation}")
+
+
+def test_a_correct_store_passes_the_planted_scenarios() -> None:
+    # Guards the regressions above: they must fail for the bug, not the scenario.
+    for _, ops in PLANTED:
+        report = bg.run_scenario(bg.auxstore_target(), bg.Scenario("strict", 2, 2, 2, ops))
+        assert report.steps == len(ops) + 1
