@@ -15,19 +15,17 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from auxspec.ops import Close, Get, Put, Trace
 from auxspec.reference import ReferenceStore
 from auxspec.targets import UPSTREAM_ENV, load_module_from_path, load_upstream, observe_vllm, upstream_path
 from auxspec.upstream_agreement import (
-    Close,
     Divergence,
-    Get,
-    Program,
-    Put,
     construct_both,
     error_label,
     programs,
     reference_outcomes,
     run_agreement,
+    upstream_trace,
 )
 from auxstore import BlockObjectStoreError, UnreferencedKeyError
 
@@ -48,7 +46,7 @@ def vllm() -> ModuleType:
 # Programs that reach each corner at least once whatever Hypothesis draws.
 _CORNERS = [
     # capacity failure with a re-put move, a terminal move and a new key
-    Program(
+    upstream_trace(
         3,
         1,
         (
@@ -58,18 +56,20 @@ _CORNERS = [
         ),
     ),
     # over-release after a retain and a release that reached zero in one call
-    Program(4, 2, (Put((("x", b"xx"),), retain=("x", "y")), Put(retain=("z",), release=("x", "x")), Get(("x",)))),
+    upstream_trace(
+        4, 2, (Put((("x", b"xx"),), retain=("x", "y")), Put(retain=("z",), release=("x", "x")), Get(("x",)))
+    ),
     # refcount 0 -> 1 -> 0 inside one put; a terminal batch key is evictable
-    Program(2, 2, (Put((("p", b"pp"),)), Put((("q", b"qq"),), retain=("q",), release=("q",)), Get(("q",)))),
+    upstream_trace(2, 2, (Put((("p", b"pp"),)), Put((("q", b"qq"),), retain=("q",), release=("q",)), Get(("q",)))),
     # duplicate keys inside a batch: first position, last payload
-    Program(3, 1, (Put((("a", b"1"), ("b", b"2"), ("a", b"3"))), Get(("a", "b")))),
+    upstream_trace(3, 1, (Put((("a", b"1"), ("b", b"2"), ("a", b"3"))), Get(("a", "b")))),
     # calls after close
-    Program(1, 1, (Put((("a", b"1"),)), Close(), Get(()), Put(), Close(), Get(("a",)))),
+    upstream_trace(1, 1, (Put((("a", b"1"),)), Close(), Get(()), Put(), Close(), Get(("a",)))),
 ]
 
 
 @pytest.mark.parametrize("program", _CORNERS, ids=[f"corner{i}" for i in range(len(_CORNERS))])
-def test_corner_programs_agree(vllm: ModuleType, program: Program) -> None:
+def test_corner_programs_agree(vllm: ModuleType, program: Trace) -> None:
     assert run_agreement(vllm, program) == len(program.ops)
 
 
@@ -78,7 +78,7 @@ def test_corner_programs_agree(vllm: ModuleType, program: Program) -> None:
 @pytest.mark.timeout(240)
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program=programs())
-def test_random_programs_agree(program: Program) -> None:
+def test_random_programs_agree(program: Trace) -> None:
     assert _UPSTREAM is not None
     run_agreement(_UPSTREAM, program)
 
@@ -124,7 +124,7 @@ def test_a_strict_store_is_caught_diverging(vllm: ModuleType, monkeypatch: pytes
     monkeypatch.setattr(agreement, "ReferenceStore", strict)
     # Capacity failure: "a" is pinned and "b", "c" are protected; upstream
     # keeps the retain of "x", strict does not.
-    program = Program(2, 1, (Put((("a", b"1"),), retain=("a",)), Put((("b", b"2"), ("c", b"3")), retain=("x",))))
+    program = upstream_trace(2, 1, (Put((("a", b"1"),), retain=("a",)), Put((("b", b"2"), ("c", b"3")), retain=("x",))))
     with pytest.raises(Divergence, match=r"step 1"):
         run_agreement(vllm, program)
 
@@ -157,7 +157,7 @@ def test_generated_programs_reach_each_failure() -> None:
 
     @settings(max_examples=300, database=None, deadline=None)
     @given(program=programs())
-    def collect(program: Program) -> None:
+    def collect(program: Trace) -> None:
         for op, (what, detail) in zip(program.ops, reference_outcomes(program), strict=True):
             seen.add((type(op).__name__, str(detail) if what == "raised" else what))
 

@@ -1,8 +1,9 @@
 """Agreement of the ``upstream`` profile with vLLM's own module.
 
 The ``upstream`` profile claims to be what vLLM does on every valid input,
-failures included. This module makes that claim checkable: a program of
-operations (``Put`` / ``Get`` / ``Close``), a Hypothesis strategy that draws
+failures included. This module makes that claim checkable: a program (a trace
+of the one op alphabet, ``auxspec.ops``: ``Put`` / ``Get`` / ``Close``), a
+Hypothesis strategy that draws
 valid programs the way they stress the store (few keys, tiny capacities, many
 pins, refcounts going 0 -> 1 -> 0, over-releases, capacity failures, calls
 after close), and :func:`run_agreement`, which plays a program on
@@ -14,7 +15,7 @@ an exception class or the observable state differs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from functools import partial
 from types import ModuleType
 from typing import Any
@@ -23,51 +24,22 @@ from hypothesis import strategies as st
 
 from auxspec import model
 from auxspec.model import State
+from auxspec.ops import Close, Get, Op, Put, Trace
 from auxspec.reference import ReferenceStore
 from auxspec.targets import observe_vllm
+from auxspec.verify import describe
 from auxstore import BlockObject, BlockObjectStoreError, StoreSnapshot
 
 
-@dataclass(frozen=True)
-class Put:
-    objects: tuple[tuple[str, bytes], ...] = ()
-    retain: tuple[str, ...] = ()
-    release: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        batch = ", ".join(f"({k!r}, {p!r})" for k, p in self.objects)
-        return f"put([{batch}], retain={list(self.retain)}, release={list(self.release)})"
+def upstream_trace(max_bytes: int, object_nbytes: int, ops: tuple[Op, ...]) -> Trace:
+    """A trace of the ``upstream`` profile: the one op alphabet, ``auxspec.ops``."""
+    return Trace("upstream", max_bytes, object_nbytes, ops)
 
 
-@dataclass(frozen=True)
-class Get:
-    keys: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        return f"get_concatenated({list(self.keys)})"
-
-
-@dataclass(frozen=True)
-class Close:
-    def __str__(self) -> str:
-        return "close()"
-
-
-Op = Put | Get | Close
-
-
-@dataclass(frozen=True)
-class Program:
-    """A store's constructor arguments and the operations played on it."""
-
-    max_bytes: int
-    object_nbytes: int
-    ops: tuple[Op, ...]
-
-    def __str__(self) -> str:
-        lines = [f"store(max_bytes={self.max_bytes}, object_nbytes={self.object_nbytes})"]
-        lines += [f"  {i}: {op}" for i, op in enumerate(self.ops)]
-        return "\n".join(lines)
+def show(trace: Trace) -> str:
+    lines = [f"store(max_bytes={trace.max_bytes}, object_nbytes={trace.object_nbytes})"]
+    lines += [f"  {i}: {describe(op)}" for i, op in enumerate(trace.ops)]
+    return "\n".join(lines)
 
 
 # What a call did, comparable across the two stores: ("returned", value) or
@@ -123,10 +95,10 @@ def _vllm_shape(store: Any) -> tuple[int, int]:
     return shape
 
 
-def run_agreement(module: ModuleType, program: Program) -> int:
+def run_agreement(module: ModuleType, program: Trace) -> int:
     """Play ``program`` on both stores; raise :class:`Divergence` at the first
     difference. Returns the number of steps compared."""
-    reference = ReferenceStore(max_bytes=program.max_bytes, object_nbytes=program.object_nbytes, profile="upstream")
+    reference = _reference(program)
     vllm = module.BlockObjectStore(max_bytes=program.max_bytes, object_nbytes=program.object_nbytes)
     try:
         _compare_state(program, -1, reference.snapshot(), observe_vllm(vllm))
@@ -141,9 +113,15 @@ def run_agreement(module: ModuleType, program: Program) -> int:
     return len(program.ops)
 
 
-def reference_outcomes(program: Program) -> list[Observed]:
+def _reference(program: Trace) -> ReferenceStore:
+    max_bytes, object_nbytes = program.max_bytes, program.object_nbytes
+    assert isinstance(max_bytes, int) and isinstance(object_nbytes, int)  # upstream programs use int sizes
+    return ReferenceStore(max_bytes=max_bytes, object_nbytes=object_nbytes, profile="upstream")
+
+
+def reference_outcomes(program: Trace) -> list[Observed]:
     """What each step of ``program`` does on ``ReferenceStore(profile="upstream")`` alone."""
-    store = ReferenceStore(max_bytes=program.max_bytes, object_nbytes=program.object_nbytes, profile="upstream")
+    store = _reference(program)
     return [_call(partial(_apply_reference, store, op), BlockObjectStoreError) for op in program.ops]
 
 
@@ -151,14 +129,19 @@ def _apply_reference(store: ReferenceStore, op: Op) -> object:
     # put and close return None by their signature; vLLM's return value is
     # still compared, so a port that returned something would be caught.
     if isinstance(op, Put):
-        store.put(
-            [BlockObject(k, p) for k, p in op.objects], retain_keys=list(op.retain), release_keys=list(op.release)
-        )
+        objects = [BlockObject(k, p) for k, p in op.objects]  # type: ignore[arg-type]  # valid programs only
+        store.put(objects, retain_keys=_str_keys(op.retain), release_keys=_str_keys(op.release))
         return None
     if isinstance(op, Get):
-        return store.get_concatenated(list(op.keys))
+        return store.get_concatenated(_str_keys(op.keys))
     store.close()
     return None
+
+
+def _str_keys(keys: tuple[object, ...]) -> list[str]:
+    # Upstream programs hold str keys only (other keys are undefined there).
+    assert all(isinstance(k, str) for k in keys)
+    return [str(k) for k in keys]
 
 
 def _apply_vllm(module: ModuleType, store: Any, op: Op) -> object:
@@ -173,15 +156,15 @@ def _apply_vllm(module: ModuleType, store: Any, op: Op) -> object:
     return store.close()
 
 
-def _compare_state(program: Program, index: int, expected: StoreSnapshot, actual: StoreSnapshot) -> None:
+def _compare_state(program: Trace, index: int, expected: StoreSnapshot, actual: StoreSnapshot) -> None:
     if expected != actual:
         raise Divergence(_report(program, index, f"state: reference {expected}, vLLM {actual}"))
 
 
-def _report(program: Program, index: int, what: str) -> str:
-    shown = Program(program.max_bytes, program.object_nbytes, program.ops[: index + 1])
+def _report(trace: Trace, index: int, what: str) -> str:
+    shown = replace(trace, ops=trace.ops[: index + 1])
     where = "after construction" if index < 0 else f"at step {index}"
-    return f"upstream profile and vLLM disagree {where}: {what}\n{shown}"
+    return f"upstream profile and vLLM disagree {where}: {what}\n{show(shown)}"
 
 
 # ------------------------------------------------------------------ generation
@@ -205,9 +188,9 @@ def _pick_from(draw: st.DrawFn, preferred: list[str], used: list[str]) -> str:
     return _pick_key(draw, used)
 
 
-def _draw_put(draw: st.DrawFn, state: State, used: list[str]) -> Put:
+def _draw_put(draw: st.DrawFn, state: State, used: list[str]) -> tuple[State, Put]:
     size = state.object_nbytes
-    objects = tuple(
+    objects: tuple[tuple[str, bytes], ...] = tuple(
         (_pick_key(draw, used), draw(st.binary(min_size=size, max_size=size))) for _ in range(draw(st.integers(0, 4)))
     )
     retain = tuple(_pick_key(draw, used) for _ in range(draw(st.integers(0, 3))))
@@ -222,11 +205,12 @@ def _draw_put(draw: st.DrawFn, state: State, used: list[str]) -> Put:
         key = _pick_from(draw, sorted(k for k, n in running.items() if n > 0), used)
         running[key] = running.get(key, 0) - 1
         release.append(key)
-    return Put(objects, retain, tuple(release))
+    state, _ = model.put(state, objects, retain, tuple(release))
+    return state, Put(objects, retain, tuple(release))
 
 
 @st.composite
-def programs(draw: st.DrawFn, max_ops: int = 20) -> Program:
+def programs(draw: st.DrawFn, max_ops: int = 20) -> Trace:
     """Valid programs for the ``upstream`` profile (every input vLLM defines)."""
     object_nbytes = draw(st.integers(1, 3))
     capacity = draw(st.integers(1, 5))
@@ -240,29 +224,26 @@ def programs(draw: st.DrawFn, max_ops: int = 20) -> Program:
         choice = draw(st.integers(0, 19))
         op: Op
         if choice < 12:
-            op = _draw_put(draw, state, used)
-            state, _ = model.put(state, op.objects, op.retain, op.release)
+            state, op = _draw_put(draw, state, used)
         elif choice < 19:
             stored = list(model.stored_keys(state))
-            op = Get(tuple(_pick_from(draw, stored, used) for _ in range(draw(st.integers(0, 4)))))
-            state, _ = model.get_concatenated(state, op.keys)
+            keys = tuple(_pick_from(draw, stored, used) for _ in range(draw(st.integers(0, 4))))
+            state, _ = model.get_concatenated(state, keys)
+            op = Get(keys)
         else:
             op = Close()
             state, _ = model.close(state)
         ops.append(op)
-    return Program(max_bytes, object_nbytes, tuple(ops))
+    return upstream_trace(max_bytes, object_nbytes, tuple(ops))
 
 
 __all__ = [
-    "Close",
     "Divergence",
-    "Get",
-    "Op",
-    "Program",
-    "Put",
     "construct_both",
     "error_label",
     "programs",
     "reference_outcomes",
     "run_agreement",
+    "show",
+    "upstream_trace",
 ]
