@@ -70,6 +70,19 @@ def _keys(values: object) -> tuple[Any, ...] | None:
     return tuple(values)
 
 
+_FROZEN: dict[type, bool] = {BlockObject: True}
+
+
+def _is_frozen(kind: type) -> bool:
+    """Whether ``kind`` is a frozen dataclass (vLLM's BlockObject is one), so
+    its instances can be shared instead of copied; cached per type."""
+    frozen = _FROZEN.get(kind)
+    if frozen is None:
+        params = getattr(kind, "__dataclass_params__", None)
+        frozen = _FROZEN[kind] = bool(params is not None and params.frozen)
+    return frozen
+
+
 def _check_keys(keys: tuple[Any, ...] | None, raw: object, what: str) -> tuple[str, ...]:
     if keys is None:
         raise TypeError(f"{what} must be an iterable of str keys, not a {type(raw).__name__}")
@@ -104,6 +117,7 @@ class BackgroundBlockObjectStore:
         "_store",
         "_thread",
         "_writer_cv",
+        "_writer_waits",
     )
 
     def __init__(self, store: _Inner, *, max_pending_batches: int) -> None:
@@ -122,6 +136,7 @@ class BackgroundBlockObjectStore:
         self._writer_cv = threading.Condition(self._lock)  # a batch was queued, or stop
         self._owner_cv = threading.Condition(self._lock)  # room, idle, or a failure
         self._owner_waits = False  # only notify the owner when it waits
+        self._writer_waits = False  # only notify the writer when it waits
         self._queue: deque[_Batch] = deque()
         self._busy = False
         self._stopping = False  # close() began: owner calls now fail as closed
@@ -149,27 +164,39 @@ class BackgroundBlockObjectStore:
     def _run(self) -> None:
         lock, queue = self._lock, self._queue
         store = self._store
-        while True:
-            with lock:
+        error: BaseException | None = None
+        lock.acquire()
+        try:
+            while True:
+                # One critical section per batch: finish the last one, take the next.
+                self._busy = False
+                if error is not None:
+                    self._error = error
+                    queue.clear()  # skipped: they come after a failure
+                    error = None
                 while not queue and not self._stopping:
+                    if self._owner_waits:
+                        self._owner_cv.notify()  # idle
+                    self._writer_waits = True
                     self._writer_cv.wait()
+                    self._writer_waits = False
                 if not queue:
                     return  # stopping, and everything queued is done
                 objects, retains, releases = queue.popleft()
                 self._busy = True
                 if self._owner_waits:
                     self._owner_cv.notify()  # a slot is free
-            try:
-                store.put(objects, retain_keys=retains, release_keys=releases)
-            except BaseException as error:  # latched, whatever it is: the owner re-raises it
-                with lock:
-                    self._error = error
-                    queue.clear()  # skipped: they come after a failure
-            finally:
-                with lock:
-                    self._busy = False
-                    if self._owner_waits:
-                        self._owner_cv.notify()
+                lock.release()
+                try:
+                    store.put(objects, retain_keys=retains, release_keys=releases)
+                except BaseException as failure:  # latched, whatever it is: the owner re-raises it
+                    error = failure
+                finally:
+                    lock.acquire()
+        finally:
+            if self._owner_waits:
+                self._owner_cv.notify()
+            lock.release()
 
     # ----------------------------------------------------------------- put
 
@@ -212,7 +239,8 @@ class BackgroundBlockObjectStore:
                 self._check_writer()
             if self._error is None:
                 queue.append((snapshot, retained, released))
-                self._writer_cv.notify()
+                if self._writer_waits:
+                    self._writer_cv.notify()
                 return
         self._raise_if_failed()
 
@@ -235,8 +263,9 @@ class BackgroundBlockObjectStore:
             if type(payload) is bytes:
                 if len(payload) != nbytes:
                     raise ValueError(f"payload of {key!r} is {len(payload)} bytes; object_nbytes is {nbytes}")
-                # auxstore's BlockObject is frozen and bytes are immutable: share it.
-                append(obj if type(obj) is BlockObject else BlockObject(key, payload))
+                # A frozen object holding bytes cannot change: share it.
+                kind = type(obj)
+                append(obj if kind is BlockObject or _is_frozen(kind) else BlockObject(key, payload))
                 continue
             try:
                 view = memoryview(payload)

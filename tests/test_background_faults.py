@@ -1,0 +1,158 @@
+"""Fault injection: the inner store raises while the writer applies a batch.
+
+In every case: nothing hangs (each test has a timeout, every wait has one),
+nothing is lost silently (the failure surfaces at every later call and at
+close, chained to its cause), batches behind the failure never reach the
+inner store, and no thread outlives close.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from auxspec import background as bg
+from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore, BlockObjectStoreError, CapacityError
+
+N = 4  # object_nbytes
+
+
+def obj(key: str, fill: int = 1) -> BlockObject:
+    return BlockObject(key, bytes([fill]) * N)
+
+
+class Custom(Exception):
+    pass
+
+
+FAULTS: dict[str, Callable[[], BaseException]] = {
+    "MemoryError": lambda: MemoryError("injected"),
+    "OSError": lambda: OSError(5, "injected I/O error"),
+    "arbitrary": lambda: Custom("injected"),
+    "KeyboardInterrupt": lambda: KeyboardInterrupt(),
+}
+
+
+def _gated(capacity: int = 4, faults: dict[int, Callable[[], BaseException]] | None = None) -> bg.GatedStore:
+    inner = BlockObjectStore(max_bytes=capacity * N, object_nbytes=N)
+    return bg.GatedStore(inner, lambda store: store.snapshot(), faults=faults, timeout=10.0)
+
+
+def _assert_latched(call: Callable[[], object], cause: BaseException) -> None:
+    with pytest.raises(BlockObjectStoreError) as raised:
+        call()
+    assert raised.value.__cause__ is cause
+
+
+def _check_failed_store(store: BackgroundBlockObjectStore, gate: bg.GatedStore, cause: BaseException) -> None:
+    """Every later call reports the failure; close once; then nothing is left."""
+    _assert_latched(lambda: store.put([obj("later")]), cause)
+    _assert_latched(lambda: store.get_concatenated([]), cause)
+    _assert_latched(lambda: store.read_into([], bytearray(0)), cause)
+    _assert_latched(store.flush, cause)
+    _assert_latched(lambda: len(store), cause)
+    _assert_latched(store.close, cause)
+    store.close()  # idempotent: the failure is raised once
+    with pytest.raises(RuntimeError):
+        store.get_concatenated([])
+    store.put([])  # all-empty stays a no-op
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", [*FAULTS, "capacity"])
+def test_a_failing_put_is_latched_and_skips_the_rest(name: str) -> None:
+    threads = threading.active_count()
+    gate = _gated(capacity=1, faults={} if name == "capacity" else {1: FAULTS[name]})
+    store = BackgroundBlockObjectStore(gate, max_pending_batches=2)
+    # Queued while the writer is held at the gate, so no put can see the failure yet.
+    store.put([obj("a")])
+    assert gate.wait_for("entered", 1)
+    # Batch 1 fails: injected, or two protected keys in a store of one.
+    store.put([obj("b"), obj("c")] if name == "capacity" else [obj("b")])
+    store.put([obj("d")])  # behind the failure: must be skipped
+    releaser = threading.Timer(0.01, gate.open)
+    releaser.start()
+    with pytest.raises(BlockObjectStoreError) as raised:
+        store.flush()
+    releaser.join(5)
+    cause = raised.value.__cause__
+    assert cause is not None and gate.raised[0][0] is cause
+    assert isinstance(cause, CapacityError if name == "capacity" else type(FAULTS[name]()))
+    assert gate.entered == 2  # batch 2 never reached the inner store
+    before_close = gate._inner.snapshot()
+    assert [key for key, _ in before_close.entries] == ["a"]  # strict: the failed batch changed nothing
+    _check_failed_store(store, gate, cause)
+    assert gate.closes == 1 and gate.final == before_close
+    assert threading.active_count() == threads
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", list(FAULTS))
+def test_close_with_a_failing_batch_still_queued(name: str) -> None:
+    threads = threading.active_count()
+    gate = _gated(faults={0: FAULTS[name]})
+    store = BackgroundBlockObjectStore(gate, max_pending_batches=3)
+    store.put([obj("a")])
+    store.put([obj("b")])  # queued behind the failing batch
+    assert gate.wait_for("entered", 1)
+    releaser = threading.Timer(0.01, gate.release, args=(5,))
+    releaser.start()
+    with pytest.raises(BlockObjectStoreError) as raised:
+        store.close()  # must wait for the failing batch, not drop it
+    releaser.join(5)
+    assert isinstance(raised.value.__cause__, type(FAULTS[name]()))
+    assert gate.entered == 1 and gate.closes == 1
+    store.close()
+    assert threading.active_count() == threads
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", [*FAULTS, "capacity"])
+def test_owner_blocked_on_a_full_queue_while_the_writer_fails(name: str) -> None:
+    threads = threading.active_count()
+    gate = _gated(capacity=1, faults={} if name == "capacity" else {0: FAULTS[name]})
+    store = BackgroundBlockObjectStore(gate, max_pending_batches=1)
+    store.put([obj("x"), obj("y")] if name == "capacity" else [obj("a")])  # the writer holds it at the gate
+    assert gate.wait_for("entered", 1)
+    store.put([obj("b")])  # the one waiting slot
+    fired = threading.Event()
+
+    def release() -> None:
+        fired.set()
+        gate.release(1)
+
+    releaser = threading.Timer(0.05, release)
+    releaser.start()
+    # The queue is full: this put blocks until the writer moves, and the
+    # writer fails instead. The owner must wake up and be told.
+    with pytest.raises(BlockObjectStoreError) as raised:
+        store.put([obj("c")])
+    assert fired.is_set(), "put returned while the queue was full"
+    releaser.join(5)
+    cause = raised.value.__cause__
+    assert cause is not None and gate.raised[0][0] is cause
+    assert gate.entered == 1  # b and c never reached the inner store
+    _check_failed_store(store, gate, cause)
+    assert threading.active_count() == threads
+
+
+@pytest.mark.timeout(30)
+def test_vllm_latches_the_same_faults() -> None:
+    """The same failures on vLLM's background store, under the upstream spec."""
+    target = bg.upstream_target()
+    if target is None:
+        pytest.skip("vLLM's module (../shared/upstream/vllm_store.py or $AUXSTORE_UPSTREAM) is absent")
+    ops = (
+        bg.Put((("a", b"\x01\x01"),)),
+        bg.Put((("b", b"\x02\x02"),)),
+        bg.Put((("c", b"\x03\x03"),)),
+        bg.Release(1),
+        bg.Get(("a",)),
+    )
+    for index in range(3):
+        for fault in FAULTS.values():
+            scenario = bg.Scenario("upstream", 4, 2, 2, ops, faults=((index, fault),))
+            report = bg.run_scenario(target, scenario)
+            assert report.inner_calls == index + 1  # stopped at the fault
