@@ -1,0 +1,25 @@
+#!/usr/bin/env python3
+"""The background writer against its spec: the input decides the owner calls
+(the store harness's alphabet) and where the writer stands before each of
+them (the inner store is gated, so the writer only moves when told).
+
+Default: auxstore's BackgroundBlockObjectStore under ``strict``, with injected
+inner faults; AUXSPEC_PROFILE=upstream drives vLLM's instead (when its module
+is available). Input layout: see auxspec.fuzzing.background_scenario.
+"""
+
+import sys
+
+import atheris
+
+with atheris.instrument_imports(include=["auxstore", "auxspec"]):
+    from auxspec.fuzzing import background_harness, profile_from_env
+
+
+def main() -> None:
+    atheris.Setup(sys.argv, background_harness(profile_from_env("strict")))
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
