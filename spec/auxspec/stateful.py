@@ -30,7 +30,9 @@ define ``make_target(max_bytes, object_nbytes)`` (and ``observe(target)`` when
 the target has no ``snapshot()`` method; vLLM's module, for instance, is
 observed with ``auxspec.targets.observe_vllm``). ``read_into``, ``len``,
 ``in``, ``stats`` and ``flush`` are compared only when the target has them.
-Under ``upstream`` only inputs that profile defines are generated.
+Under ``upstream`` only inputs that profile defines are generated (reads get
+a list or tuple of keys, never a one-pass iterator: vLLM iterates the keys
+twice, so an iterator's keys are read but not moved).
 """
 
 from __future__ import annotations
@@ -188,12 +190,12 @@ class DifferentialMachine(RuleBasedStateMachine):
         return BlockObject(key=key, payload=payload)  # type: ignore[arg-type]
 
     def _key_list(
-        self, data: st.DataObject, keys: list[str], allow_invalid: bool = True
+        self, data: st.DataObject, keys: list[str], allow_invalid: bool = True, one_pass: bool = True
     ) -> tuple[Callable[[], Any], str]:
         """A maker of fresh copies of ``keys`` (a generator is consumed once)
         in a shape drawn here, under strict sometimes an invalid one; and its
         description."""
-        shapes = ["list"] * 20 + ["tuple", "generator"]
+        shapes = ["list"] * 20 + ["tuple"] + (["generator"] if one_pass else [])
         if allow_invalid and self.strict:
             shapes += ["str", "not_iterable", "not_str_item"]
         shape = data.draw(st.sampled_from(shapes))
@@ -323,7 +325,7 @@ class DifferentialMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def get(self, data: st.DataObject) -> None:
-        make_keys, keys_text = self._key_list(data, self._read_keys(data))
+        make_keys, keys_text = self._key_list(data, self._read_keys(data), one_pass=self.strict)
         self._compare(
             "get",
             f"get_concatenated({keys_text})",
@@ -335,7 +337,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def read_into(self, data: st.DataObject) -> None:
         keys = self._read_keys(data)
-        make_keys, keys_text = self._key_list(data, keys)
+        make_keys, keys_text = self._key_list(data, keys, one_pass=self.strict)
         size = max(0, len(keys) * self.nbytes + data.draw(st.integers(-self.nbytes, 3)))
         forms = ["bytearray"] * 12 + ["memoryview", "array", "words"]
         if self.strict:
