@@ -107,3 +107,19 @@ def test_a_built_fuzzer_runs(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Done" in run.stderr and "runs in" in run.stderr, run.stderr[-2000:]
+
+
+def test_workflows_and_project_files_name_the_documented_actions() -> None:
+    # No YAML parser or GitHub here: check the lines ClusterFuzzLite reads.
+    pr = (ROOT / ".github" / "workflows" / "cflite_pr.yml").read_text()
+    batch = (ROOT / ".github" / "workflows" / "cflite_batch.yml").read_text()
+    for workflow, mode in ((pr, "code-change"), (batch, "batch")):
+        assert "uses: google/clusterfuzzlite/actions/build_fuzzers@v1" in workflow
+        assert "uses: google/clusterfuzzlite/actions/run_fuzzers@v1" in workflow
+        assert f"mode: '{mode}'" in workflow
+        assert "language: python" in workflow
+        assert "- address" in workflow
+    assert "pull_request:" in pr and "schedule:" in batch and "cron:" in batch
+    assert (ROOT / ".clusterfuzzlite" / "project.yaml").read_text().strip() == "language: python"
+    assert "FROM gcr.io/oss-fuzz-base/base-builder-python" in (ROOT / ".clusterfuzzlite" / "Dockerfile").read_text()
+    assert "language: python" in (ROOT / "fuzz" / "oss-fuzz" / "project.yaml").read_text()
