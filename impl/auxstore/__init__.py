@@ -14,7 +14,7 @@ from auxstore._errors import (
     MissingKeyError,
     UnreferencedKeyError,
 )
-from auxstore._store import BlockObjectStore
+from auxstore._store import BlockObjectStore, InvariantError
 from auxstore._types import BlockObject, StoreSnapshot, StoreStats
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "BlockObjectStore",
     "BlockObjectStoreError",
     "CapacityError",
+    "InvariantError",
     "MissingKeyError",
     "StoreSnapshot",
     "StoreStats",

@@ -157,6 +157,7 @@ class ReferenceStore:
         self._apply(model.close(self._state))
 
     def __enter__(self) -> ReferenceStore:
+        self.flush()  # entering a closed store is a call on it, and fails
         return self
 
     def __exit__(
