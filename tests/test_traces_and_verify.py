@@ -134,3 +134,19 @@ def test_verify_rejects_bad_targets_and_vectors_with_exit_2(tmp_path: Path) -> N
     with pytest.raises(SystemExit) as usage:
         cli.main(["verify", "--profile", "lenient"])
     assert usage.value.code == 2
+
+
+@given(st.binary(max_size=200), st.sampled_from(["strict", "upstream"]))
+@settings(max_examples=400)
+def test_the_fast_spec_path_agrees_with_reference_store(data: bytes, profile: str) -> None:
+    # expected_outcomes steps the model directly; ReferenceStore goes through
+    # the binding and exceptions. Both are the spec and must say the same.
+    from auxspec.ops import apply, expected_outcomes
+    from auxspec.reference import ReferenceStore
+
+    trace = decode(data, profile)
+    store = ReferenceStore(max_bytes=trace.max_bytes, object_nbytes=trace.object_nbytes, profile=profile)  # type: ignore[arg-type]
+    slow = []
+    for op in trace.ops:
+        slow.append((apply(store, op), store.snapshot()))
+    assert list(expected_outcomes(trace)) == slow
