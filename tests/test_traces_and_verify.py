@@ -150,3 +150,11 @@ def test_the_fast_spec_path_agrees_with_reference_store(data: bytes, profile: st
     for op in trace.ops:
         slow.append((apply(store, op), store.snapshot()))
     assert list(expected_outcomes(trace)) == slow
+
+
+def test_bundled_vectors_match_the_spec_and_cover_all_of_its_branches(capsys: pytest.CaptureFixture[str]) -> None:
+    # What `auxspec vectors --check` prints and enforces (it fails below 100%).
+    assert cli.main(["vectors", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "model coverage 100.0%" in out and "stale" not in out
+    print(out)
