@@ -55,3 +55,28 @@ def test_each_planted_bug_is_flagged_within_60_s(bug: str, tmp_path: Path, capsy
     assert report["result"] in ("diverges", "deviates")
     assert elapsed < 60, f"{bug} took {elapsed:.0f} s"
     print(f"{bug}: flagged in {elapsed:.1f} s")
+
+
+BACKGROUND_BUG = """
+from auxstore import BackgroundBlockObjectStore as _Good, BlockObjectStore
+
+
+class BackgroundBlockObjectStore(_Good):
+    # Planted bug: a read does not wait for the queued batches.
+    def get_concatenated(self, keys):
+        if self._stopping:
+            raise RuntimeError("closed")
+        self._raise_if_failed()
+        return self._store.get_concatenated(keys)
+"""
+
+
+@pytest.mark.timeout(180)
+def test_verify_explores_a_background_store_and_flags_reads_that_do_not_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = tmp_path / "bgport.py"
+    port.write_text(BACKGROUND_BUG)
+    code, report = _verify(port, 60, capsys, tmp_path)
+    assert code == 1, report
+    assert "background" in report and report["result"] == "diverges"

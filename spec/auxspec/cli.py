@@ -154,7 +154,11 @@ def _check(
     def progress(tried: int, left: float) -> None:
         say(f"  explored {tried} traces, {left:.0f} s left")
 
-    deadline = time.monotonic() + args.max_time
+    # A target with a background store gives a third of the time to its
+    # interleavings; the rest goes to the sequential store.
+    background = target.background is not None and target.observe is not None
+    sequential_time = args.max_time * (2 / 3 if background else 1)
+    deadline = time.monotonic() + sequential_time
     explored = 0
     while (left := deadline - time.monotonic()) > 0:
         divergence, tried = verify.explore(target, args.profile, left, args.seed, progress, known=frozenset(deviations))
@@ -168,6 +172,19 @@ def _check(
     report["explored"] = explored
     if deviations:
         return _deviates(args, report, deviations, say)
+    if background:
+        say(f"background store: exploring writer schedules for {args.max_time - sequential_time:.0f} s")
+        violation, scenarios = verify.explore_background(
+            target, args.profile, args.max_time - sequential_time, args.seed, progress
+        )
+        report["background_explored"] = scenarios
+        if violation:
+            say(violation)
+            report.update(result="diverges", background=violation)
+            if args.json:
+                print(json.dumps(report))
+            return 1
+        say(f"background store: {scenarios} scenarios agree with the background spec")
     report["result"] = "conforms"
     say(f"conforms: {len(usable)} vectors and {explored} explored traces agree with the spec")
     if args.json:

@@ -40,6 +40,7 @@ class Target:
     factory: Callable[[Any, Any], Any]
     observe: Observe | None
     reads_into: bool = True  # False: the target has no read_into (vLLM), so no trace uses it
+    background: Callable[..., Any] | None = None  # its BackgroundBlockObjectStore class, if any
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,64 @@ def explore(
     return None, tried
 
 
+def explore_background(
+    target: Target,
+    profile: str,
+    max_time: float,
+    seed: int | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> tuple[str | None, int]:
+    """Search the target's background store for a schedule the background
+    spec does not allow (the writer held at a gate, as the background fuzzer
+    does, with the same decoding); the shrunk violation's report, or None,
+    and how many scenarios were tried."""
+    from auxspec import background as bg
+    from auxspec.fuzzing import background_scenario
+
+    assert target.background is not None and target.observe is not None
+    make_background = target.background
+    driven = bg.Target(
+        target.label,
+        target.factory,
+        target.observe,
+        lambda inner, bound: make_background(inner, max_pending_batches=bound),
+    )
+    deadline = time.monotonic() + max_time
+    tried = 0
+
+    def violates(data: bytes) -> bool:
+        nonlocal tried
+        tried += 1
+        if progress and tried % 50 == 0:
+            progress(tried, max(deadline - time.monotonic(), 0.0))
+        if time.monotonic() > deadline:
+            return False
+        try:
+            bg.run_scenario(driven, background_scenario(data, profile))
+        except bg.Violation:
+            return True
+        return False
+
+    config = settings(
+        max_examples=50,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate, Phase.shrink],
+    )
+    rng = Random(seed)
+    while time.monotonic() < deadline:
+        try:
+            found = find(st.binary(max_size=200), violates, settings=config, random=Random(rng.getrandbits(64)))
+        except NoSuchExample:
+            continue
+        try:
+            bg.run_scenario(driven, background_scenario(found, profile))
+        except bg.Violation as violation:
+            return str(violation), tried
+    return None, tried
+
+
 # ----------------------------------------------------------------- targets
 
 
@@ -240,14 +299,25 @@ def load_target(spec: str | None) -> Target:
         import auxstore
 
         bundled: Any = auxstore.BlockObjectStore
-        return Target("auxstore.BlockObjectStore", _factory(bundled), _observer(bundled, auxstore))
+        return Target(
+            "auxstore.BlockObjectStore",
+            _factory(bundled),
+            _observer(bundled, auxstore),
+            background=auxstore.BackgroundBlockObjectStore,
+        )
     module: ModuleType
     if spec.endswith(".py"):
         from auxspec.targets import load_module_from_path
 
         module = load_module_from_path(Path(spec))
         cls = _store_class(module, spec)
-        return Target(f"{spec}:{cls.__name__}", _factory(cls), _observer(cls, module), hasattr(cls, "read_into"))
+        return Target(
+            f"{spec}:{cls.__name__}",
+            _factory(cls),
+            _observer(cls, module),
+            hasattr(cls, "read_into"),
+            getattr(module, "BackgroundBlockObjectStore", None),
+        )
     name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(name)
@@ -259,7 +329,10 @@ def load_target(spec: str | None) -> Target:
             raise LookupError(f"{name!r} has no class {attr!r}")
     else:
         cls = _store_class(module, spec)
-    return Target(f"{name}:{cls.__name__}", _factory(cls), _observer(cls, module), hasattr(cls, "read_into"))
+    background = getattr(module, "BackgroundBlockObjectStore", None) if not attr else None
+    return Target(
+        f"{name}:{cls.__name__}", _factory(cls), _observer(cls, module), hasattr(cls, "read_into"), background
+    )
 
 
 def _store_class(module: ModuleType, spec: str) -> Any:
