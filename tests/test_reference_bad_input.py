@@ -189,7 +189,7 @@ def test_close_again_is_fine() -> None:
     store.close()
     closed = store.state
     store.close()
-    with store:  # the context manager closes on exit too
+    with pytest.raises(RuntimeError, match="closed"), store:  # entering is a call on the store
         pass
     assert store.state == closed
     assert store.snapshot() == ((), (), True)
