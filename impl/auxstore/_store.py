@@ -92,6 +92,20 @@ def _size(name: str, value: object) -> int:
     raise TypeError(f"{name} must be an int, not {type(value).__name__}")
 
 
+def _read_keys(keys: object) -> list[str]:
+    """A read's key list, checked: a list of str passes as it is (the fast
+    path: one C-level join type-checks every key), anything else through
+    ``_key_list``, which raises the typed error."""
+    if type(keys) is list:
+        try:
+            _join_str(keys)
+        except TypeError:
+            pass
+        else:
+            return keys
+    return list(_key_list(keys, "keys"))
+
+
 def _key_list(values: object, what: str) -> list[str] | tuple[str, ...]:
     """``values`` as a sequence of str keys, or TypeError.
 
@@ -324,13 +338,7 @@ class BlockObjectStore:
         """The payloads of ``keys`` joined in order; each key then becomes most recent."""
         if self._arena is None:
             raise RuntimeError(_CLOSED)
-        if type(keys) is list:
-            try:
-                _join_str(keys)
-            except TypeError:
-                keys = _key_list(keys, "keys")  # type: ignore[assignment]
-        else:
-            keys = _key_list(keys, "keys")  # type: ignore[assignment]
+        keys = _read_keys(keys)
         lru = self._lru
         try:
             data = b"".join(map(lru.__getitem__, keys))
@@ -349,13 +357,7 @@ class BlockObjectStore:
         """
         if self._arena is None:
             raise RuntimeError(_CLOSED)
-        if type(keys) is list:
-            try:
-                _join_str(keys)
-            except TypeError:
-                keys = _key_list(keys, "keys")  # type: ignore[assignment]
-        else:
-            keys = _key_list(keys, "keys")  # type: ignore[assignment]
+        keys = _read_keys(keys)
         nbytes = self._object_nbytes
         if type(buffer) is bytearray and nbytes < _COPY_EACH_MIN:
             return self._read_into(keys, buffer, len(buffer))  # the common case needs no memoryview
