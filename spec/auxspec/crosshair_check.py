@@ -1,0 +1,551 @@
+"""Check every PEP 316 contract of the model with CrossHair.
+
+``python -m auxspec.crosshair_check`` is ``crosshair check
+--analysis_kind=PEP316`` over ``spec/auxspec/model.py``, run one
+postcondition per worker process so two cores share the work, with a CPU
+timeout per postcondition and a hard wall-clock limit on the whole run. It
+prints CrossHair's findings and the elapsed time, and exits 0 only if no
+postcondition was refuted, raised, or could not meet its precondition.
+
+What CrossHair is given to explore (``register_factories``): a ``State``
+built from small parameters (``make_state``: capacity 1-4, often full, often
+every key pinned, sometimes references to keys that are not stored) instead
+of arbitrary field values, which almost never pass ``check(state)``; keys
+and payloads mostly from a few values, so a batch, retain or release key
+collides with a stored one; key lists and batches of 0-3 items, mostly
+valid. A small share of every choice is still CrossHair's own, so no input
+is out of reach. Without this, CrossHair spends its time on invalid or
+non-colliding inputs and misses most planted bugs.
+
+``dict(...)`` inside the analysis is a real dict (``ordered_dict``):
+CrossHair's stand-in does not keep insertion order, and the model's recency
+order is dict order.
+
+``check_models`` is the same machinery for other copies of the model (the
+teeth test plants bugs in copies and expects counterexamples).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+MODEL_PATH = Path(__file__).resolve().parent / "model.py"
+DEFAULT_CONDITION_TIMEOUT = 10.0  # CPU seconds per postcondition
+DEFAULT_MAX_SECONDS = 280.0  # wall clock for the whole run, whatever happens
+DEFAULT_JOBS = 2
+
+# Outcomes of one postcondition, worst last.
+PASSED = ("confirmed", "unknown")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One postcondition of one function in one model file."""
+
+    group: str  # tasks of a group stop together under fail-fast
+    model: Path
+    function: str
+    index: int  # position among the function's ``post:`` lines
+    line: int
+    source: str
+
+
+@dataclass
+class TaskResult:
+    task: Task
+    status: str  # confirmed | unknown | refuted | error | timeout | skipped
+    messages: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # wall clock of the worker
+
+
+@dataclass
+class GroupResult:
+    group: str
+    results: list[TaskResult]
+    seconds_to_find: float | None  # wall seconds of the group's tasks up to the first refutation
+
+    @property
+    def refuted(self) -> bool:
+        return any(r.status == "refuted" for r in self.results)
+
+    @property
+    def passed(self) -> bool:
+        return all(r.status in PASSED for r in self.results)
+
+
+# ----------------------------------------------------------------- enumeration
+
+
+def contracted_functions(model: Path) -> dict[str, list[tuple[int, str]]]:
+    """Top-level functions of ``model`` with their ``post:`` lines (line, text)."""
+    tree = ast.parse(model.read_text(), filename=str(model))
+    found: dict[str, list[tuple[int, str]]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        doc = ast.get_docstring(node, clean=False)
+        if doc is None:
+            continue
+        first = node.body[0].lineno  # the docstring's first line
+        posts = [
+            (first + offset, text.strip()[len("post:") :].strip())
+            for offset, text in enumerate(doc.splitlines())
+            if text.strip().startswith("post:")
+        ]
+        if posts:
+            found[node.name] = posts
+    return found
+
+
+def tasks_for(group: str, model: Path, functions: Sequence[str] | None = None) -> list[Task]:
+    contracted = contracted_functions(model)
+    names = list(contracted) if functions is None else list(functions)
+    missing = [name for name in names if name not in contracted]
+    if missing:
+        raise ValueError(f"{model}: no postconditions on {', '.join(missing)}")
+    return [
+        Task(group, model, name, index, line, source)
+        for name in names
+        for index, (line, source) in enumerate(contracted[name])
+    ]
+
+
+# ---------------------------------------------------------------- state factory
+
+
+def _pick(space: Any, desc: str, low: int, high: int) -> int:
+    """A value in [low, high], each equally likely, chosen by CrossHair forks."""
+    for value in range(low, high):
+        if space.smt_fork(desc=f"{desc}_{value}", probability_true=1.0 / (high - value + 1)):
+            return value
+    return high
+
+
+# Most str and bytes values CrossHair makes come from these few: inputs drawn
+# from the keys a state stores collide with them, which arbitrary symbolic
+# strings do only by luck (a str used as a dict key is realized to a single
+# solver value). Four keys a state may store, one it cannot be full of.
+KEYS: tuple[str, ...] = ("a", "b", "c", "d", "e")
+# Two payloads of the length a state mostly has (stored ones are b"a", b"b"...).
+PAYLOADS: tuple[bytes, ...] = (b"p", b"q")
+# How often a value comes from the small sets, or is valid where an Invalid
+# marker may stand; the rest is CrossHair's own choice, so nothing is out of reach.
+BIAS = 0.95
+MAX_LENGTH = 3  # items in a batch or key list
+
+
+def make_small(values: Sequence[Any], original: Callable[..., Any], factory: Any, *type_args: Any) -> Any:
+    """One of ``values`` (chosen by CrossHair forks), else CrossHair's own value."""
+    space = factory.space
+    if space.smt_fork(desc=f"{factory.varname}_small", probability_true=BIAS):
+        return values[_pick(space, f"{factory.varname}_value", 0, len(values) - 1)]
+    return original(factory, *type_args)
+
+
+def make_short_tuple(original: Callable[..., Any], factory: Any, *type_args: Any) -> Any:
+    """``tuple[X, ...]``: usually 0 to ``MAX_LENGTH`` items of a length fixed
+    by forks (a symbolic length costs a solver call at every step)."""
+    if len(type_args) != 2 or type_args[1] is not Ellipsis:
+        return original(factory, *type_args)
+    space = factory.space
+    if not space.smt_fork(desc=f"{factory.varname}_short", probability_true=BIAS):
+        return original(factory, *type_args)
+    length = _pick(space, f"{factory.varname}_len", 0, MAX_LENGTH)
+    return tuple(factory(type_args[0], f"_{i}") for i in range(length))
+
+
+def make_mostly_valid(invalid: type, original: Callable[..., Any], factory: Any, *members: Any) -> Any:
+    """A union with the ``Invalid`` marker: usually one of the valid members."""
+    if invalid not in members:
+        return original(factory, *members)
+    valid = [member for member in members if member is not invalid]
+    if factory.space.smt_fork(desc=f"{factory.varname}_valid", probability_true=BIAS):
+        return factory(valid[0]) if len(valid) == 1 else original(factory, *valid)
+    return factory(invalid)
+
+
+def make_state(state_type: type, factory: Any) -> Any:
+    """A valid ``State`` for CrossHair: capacity 1-4, payloads of 1-2 bytes,
+    often full, often every stored key pinned, sometimes references to keys
+    that are not stored. Now and then it falls back to arbitrary field values,
+    so no state is out of reach (``check(state)`` filters those)."""
+    space = factory.space
+    name = factory.varname
+    if space.smt_fork(desc=f"{name}_arbitrary", probability_true=0.05):
+        return state_type(
+            factory(str, "_profile"),
+            factory(int, "_capacity"),
+            factory(int, "_object_nbytes"),
+            factory(tuple[tuple[str, bytes], ...], "_entries"),
+            factory(tuple[tuple[str, int], ...], "_refs"),
+            factory(bool, "_closed"),
+        )
+    profile = "strict" if space.smt_fork(desc=f"{name}_strict") else "upstream"
+    capacity = _pick(space, f"{name}_capacity", 1, 4)
+    object_nbytes = 1 if space.smt_fork(desc=f"{name}_nbytes", probability_true=0.9) else 2
+    if space.smt_fork(desc=f"{name}_closed", probability_true=0.05):
+        return state_type(profile, capacity, object_nbytes, closed=True)
+    if space.smt_fork(desc=f"{name}_full", probability_true=0.5):
+        stored = capacity
+    else:
+        stored = _pick(space, f"{name}_stored", 0, capacity - 1)
+    dangling = 0
+    while stored + dangling < len(KEYS) and dangling < 2:
+        if not space.smt_fork(desc=f"{name}_dangling{dangling}", probability_true=0.3):
+            break
+        dangling += 1
+    all_pinned = space.smt_fork(desc=f"{name}_all_pinned", probability_true=0.3)
+    counts: list[tuple[str, int]] = []
+    for i, key in enumerate(KEYS[: stored + dangling]):
+        if i < stored and not all_pinned and not space.smt_fork(desc=f"{name}_pin{i}"):
+            continue
+        twice = space.smt_fork(desc=f"{name}_count{i}", probability_true=0.25)
+        counts.append((key, 2 if twice else 1))
+    entries = tuple((key, bytes([0x61 + i]) * object_nbytes) for i, key in enumerate(KEYS[:stored]))
+    return state_type(profile, capacity, object_nbytes, entries, tuple(sorted(counts)))
+
+
+def ordered_dict(*args: Any, **kwargs: Any) -> dict[Any, Any]:
+    """``dict(...)`` as CPython builds it: a real dict, first position and last
+    value per key. CrossHair's own stand-in (0.0.113) orders a pair list with
+    a repeated key by last occurrence, and a key popped and set again keeps
+    its old place; the model's recency order is dict order, so that stand-in
+    yields false counterexamples."""
+    if len(args) > 1:
+        raise TypeError(f"dict expected at most 1 argument, got {len(args)}")
+    result: dict[Any, Any] = {}
+    if args:
+        source = args[0]
+        if hasattr(source, "keys"):
+            for key in source:
+                result[key] = source[key]
+        else:
+            for pair in source:
+                key, value = pair
+                result[key] = value
+    for key, value in kwargs.items():
+        result[key] = value
+    return result
+
+
+def install_ordered_dict() -> None:
+    """Make ``dict(...)`` inside CrossHair's analysis ``ordered_dict``."""
+    from crosshair import core
+
+    patches = getattr(core, "_PATCH_REGISTRATIONS", None)
+    if not isinstance(patches, dict) or dict not in patches:
+        raise RuntimeError("this CrossHair has no dict patch to replace; check ordered_dict is still needed")
+    patches[dict] = ordered_dict
+
+
+def register_factories(model: ModuleType) -> None:
+    """Make CrossHair build ``model.State`` with ``make_state``, most str and
+    bytes values with ``make_small``, and unions with ``model.Invalid`` with
+    ``make_mostly_valid``.
+
+    CrossHair has no public way to replace the creator of a built-in type, so
+    those are swapped in its registry; if the registry is not there (another
+    CrossHair version), they stay CrossHair's own.
+    """
+    from typing import Union
+
+    from crosshair import core
+
+    state_type = model.State
+    core.register_type(state_type, lambda factory: make_state(state_type, factory))
+    proxies = getattr(core, "_SIMPLE_PROXIES", None)
+    if not isinstance(proxies, dict) or not all(typ in proxies for typ in (str, bytes, tuple, Union)):
+        return
+    invalid = model.Invalid
+
+    def small(values: Sequence[Any], original: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda factory, *args: make_small(values, original, factory, *args)
+
+    union = proxies[Union]
+    proxies[str] = small(KEYS, proxies[str])
+    proxies[bytes] = small(PAYLOADS, proxies[bytes])
+    tuples = proxies[tuple]
+    proxies[tuple] = lambda factory, *args: make_short_tuple(tuples, factory, *args)
+    proxies[Union] = lambda factory, *members: make_mostly_valid(invalid, union, factory, *members)
+
+
+# ---------------------------------------------------------------------- worker
+
+
+def _load_model(path: Path) -> ModuleType:
+    import auxspec.model
+
+    if path.resolve() == Path(auxspec.model.__file__).resolve():
+        return auxspec.model
+    # A copy (e.g. with a planted bug): its own module, registered before
+    # exec because dataclasses look their module up in sys.modules.
+    name = "_auxspec_checked_" + path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_worker(model_path: Path, function: str, index: int, timeout: float, factory: bool) -> dict[str, Any]:
+    """Analyse one postcondition in this process; the result as JSON data."""
+    from crosshair.core_and_libs import MessageType, analyze_function
+    from crosshair.fnutil import FunctionInfo
+    from crosshair.options import AnalysisKind, AnalysisOptionSet
+
+    module = _load_model(model_path)
+    install_ordered_dict()
+    if factory:
+        register_factories(module)
+    options = AnalysisOptionSet(analysis_kind=[AnalysisKind.PEP316], per_condition_timeout=timeout)
+    checkables = list(analyze_function(FunctionInfo.from_module(module, function), options))
+    if index >= len(checkables):
+        return {"status": "error", "messages": [f"{function} has only {len(checkables)} checkable conditions"]}
+    messages = list(checkables[index].analyze())
+    problems = [m for m in messages if m.state.value not in ("confirmed", "cannot_confirm")]
+    if any(m.state in (MessageType.POST_FAIL, MessageType.EXEC_ERR) for m in problems):
+        status = "refuted"
+    elif problems:
+        status = "error"  # the postcondition raised, or no input met the precondition, or a syntax error
+    elif any(m.state == MessageType.CONFIRMED for m in messages):
+        status = "confirmed"
+    else:
+        status = "unknown"
+    return {
+        "status": status,
+        "messages": [f"{m.filename}:{m.line}: {m.state.value}: {m.message}" for m in problems],
+    }
+
+
+# ------------------------------------------------------------------- scheduler
+
+
+@dataclass
+class _Running:
+    task: Task
+    process: subprocess.Popen[str]
+    started: float
+
+
+def _spawn(task: Task, timeout: float, factory: bool) -> subprocess.Popen[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "auxspec.crosshair_check",
+        "--worker",
+        str(task.model),
+        task.function,
+        str(task.index),
+        str(timeout),
+    ]
+    if not factory:
+        command.append("--no-factory")
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(running: _Running, now: float) -> TaskResult:
+    out, err = running.process.communicate()
+    seconds = now - running.started
+    lines = out.strip().splitlines()
+    if running.process.returncode != 0 or not lines:
+        tail = (err or out).strip().splitlines()[-15:]
+        return TaskResult(running.task, "error", [f"worker exited {running.process.returncode}", *tail], seconds)
+    data = json.loads(lines[-1])
+    return TaskResult(running.task, str(data["status"]), [str(m) for m in data["messages"]], seconds)
+
+
+def _stop(running: _Running, status: str, now: float) -> TaskResult:
+    running.process.kill()
+    running.process.communicate()
+    return TaskResult(running.task, status, [], now - running.started)
+
+
+def run_tasks(
+    tasks: Sequence[Task],
+    *,
+    condition_timeout: float = DEFAULT_CONDITION_TIMEOUT,
+    jobs: int = DEFAULT_JOBS,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+    fail_fast: bool = False,
+    factory: bool = True,
+    on_result: Callable[[TaskResult], None] | None = None,
+) -> list[TaskResult]:
+    """Run ``tasks`` in worker processes, ``jobs`` at a time, in order.
+
+    A worker gets ``condition_timeout`` CPU seconds from CrossHair and is
+    killed after three times that in wall time (the machine may be loaded);
+    everything still running after ``max_seconds`` is killed. With
+    ``fail_fast``, the first refutation in a group stops the group's other
+    tasks.
+    """
+    start = time.monotonic()
+    pending = list(tasks)
+    running: list[_Running] = []
+    results: list[TaskResult] = []
+    refuted: set[str] = set()
+
+    def record(result: TaskResult) -> None:
+        results.append(result)
+        if result.status == "refuted":
+            refuted.add(result.task.group)
+        if on_result is not None:
+            on_result(result)
+
+    while pending or running:
+        now = time.monotonic()
+        for item in list(running):
+            if item.process.poll() is not None:
+                running.remove(item)
+                record(_finish(item, now))
+            elif now - start > max_seconds or now - item.started > 3 * condition_timeout + 30:
+                running.remove(item)
+                record(_stop(item, "timeout", now))
+            elif fail_fast and item.task.group in refuted:
+                running.remove(item)
+                record(_stop(item, "skipped", now))
+        if fail_fast:
+            for task in [t for t in pending if t.group in refuted]:
+                pending.remove(task)
+                record(TaskResult(task, "skipped"))
+        if now - start > max_seconds:
+            for task in pending:
+                record(TaskResult(task, "timeout", ["overall time limit reached before it started"]))
+            pending.clear()
+        while pending and len(running) < jobs:
+            task = pending.pop(0)
+            running.append(_Running(task, _spawn(task, condition_timeout, factory), time.monotonic()))
+        if running:
+            time.sleep(0.05)
+    return results
+
+
+def check_models(
+    models: Mapping[str, tuple[Path, Sequence[str] | None]],
+    **options: Any,
+) -> dict[str, GroupResult]:
+    """Check several model files, each a group: ``{group: (path, functions)}``.
+
+    Tasks of different groups are interleaved so a slow group does not hold
+    up the rest; ``options`` go to ``run_tasks``.
+    """
+    per_group = [
+        sorted(tasks_for(group, path, functions), key=lambda task: -_breadth(task.source))
+        for group, (path, functions) in models.items()
+    ]
+    order = [task for round_ in _round_robin(per_group) for task in round_]
+    results = run_tasks(order, **options)
+    grouped: dict[str, GroupResult] = {}
+    for group, tasks in zip(models, per_group, strict=True):
+        mine = [r for r in results if r.task.group == group]
+        mine.sort(key=lambda r: tasks.index(r.task))
+        seconds: float | None = None
+        spent = 0.0
+        for result in mine:
+            spent += result.seconds
+            if result.status == "refuted":
+                seconds = spent
+                break
+        grouped[group] = GroupResult(group, mine, seconds)
+    return grouped
+
+
+def _breadth(source: str) -> int:
+    """How many names a postcondition relates: the broadest say the most
+    about a result, so under fail-fast they go first."""
+    return len({node.id for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)})
+
+
+def _round_robin(lists: Sequence[Sequence[Task]]) -> Iterable[list[Task]]:
+    depth = max((len(items) for items in lists), default=0)
+    for i in range(depth):
+        yield [items[i] for items in lists if i < len(items)]
+
+
+# ------------------------------------------------------------------------- CLI
+
+
+def _parse_target(target: str) -> tuple[Path, list[str] | None]:
+    """``FILE``, ``FUNCTION`` (of the model) or ``FILE:FUNCTION[,FUNCTION]``."""
+    if target.endswith(".py"):
+        return Path(target), None
+    if ":" in target:
+        path, names = target.rsplit(":", 1)
+        return Path(path), names.split(",")
+    return MODEL_PATH, target.split(",")
+
+
+def _describe(result: TaskResult) -> str:
+    task = result.task
+    head = f"{task.model.name}:{task.line}: {task.function} post[{task.index}] {result.status} in {result.seconds:.1f}s"
+    return "\n".join([head, *("    " + m for m in result.messages)])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m auxspec.crosshair_check",
+        description="CrossHair (PEP 316) over every contract of the auxspec model.",
+    )
+    parser.add_argument("--target", action="append", help="FILE, FUNCTION or FILE:FUNCTION[,...] (default: model.py)")
+    parser.add_argument("--budget", type=float, help="wall seconds to aim for; sets the per-condition timeout")
+    parser.add_argument("--per-condition-timeout", type=float, help=f"CPU s (default {DEFAULT_CONDITION_TIMEOUT})")
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("AUXSPEC_CROSSHAIR_JOBS", DEFAULT_JOBS)))
+    parser.add_argument("--max-seconds", type=float, default=DEFAULT_MAX_SECONDS, help="hard wall-clock limit")
+    parser.add_argument("--no-factory", action="store_true", help="let CrossHair build State from raw fields")
+    parser.add_argument("--worker", nargs=4, metavar=("MODEL", "FUNCTION", "INDEX", "TIMEOUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.worker:
+        model, function, index, timeout = args.worker
+        data = run_worker(Path(model), function, int(index), float(timeout), not args.no_factory)
+        print(json.dumps(data))
+        return 0
+
+    targets = [_parse_target(t) for t in args.target or [str(MODEL_PATH)]]
+    tasks = [task for path, names in targets for task in tasks_for(str(path), path, names)]
+    jobs = max(1, args.jobs)
+    if args.per_condition_timeout is not None:
+        timeout = args.per_condition_timeout
+    elif args.budget is not None:
+        # Workers overlap `jobs` at a time; keep some slack for start-up.
+        timeout = max(1.0, 0.8 * args.budget * jobs / max(1, len(tasks)))
+    else:
+        timeout = DEFAULT_CONDITION_TIMEOUT
+    print(
+        f"CrossHair PEP 316: {len(tasks)} postconditions, {timeout:.1f} CPU s each, "
+        f"{jobs} at a time, hard limit {args.max_seconds:.0f} s",
+        flush=True,
+    )
+    start = time.monotonic()
+    results = run_tasks(
+        tasks,
+        condition_timeout=timeout,
+        jobs=jobs,
+        max_seconds=args.max_seconds,
+        factory=not args.no_factory,
+        on_result=lambda result: print(_describe(result), flush=True),
+    )
+    elapsed = time.monotonic() - start
+    failed = [r for r in results if r.status not in PASSED]
+    counts = {status: sum(r.status == status for r in results) for status in sorted({r.status for r in results})}
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    verdict = "FAILED" if failed else "ok"
+    print(f"CrossHair {verdict}: {summary}; elapsed {elapsed:.1f} s", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
