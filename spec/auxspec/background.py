@@ -153,7 +153,8 @@ def background_violations(state: BgState) -> list[str]:
         found.append("negative inner call index")
     if state.profile == "strict":
         for batch in state.queue:
-            if model._first_invalid_put(state.inner.object_nbytes, batch.objects, batch.retain, batch.release):
+            valid = model.validate_put(state.inner.object_nbytes, batch.objects, batch.retain, batch.release)
+            if isinstance(valid, Kind):
                 found.append("an invalid batch was queued under strict")
     return found
 
@@ -275,8 +276,8 @@ def put(state: BgState, batch: Batch) -> Alternatives:
         return ((state, Ok()),)
     if state.closed:
         return ((state, Err(Kind.CLOSED)),)
-    invalid = model._first_invalid_put(state.inner.object_nbytes, batch.objects, batch.retain, batch.release)
-    if invalid is not None:
+    invalid = model.validate_put(state.inner.object_nbytes, batch.objects, batch.retain, batch.release)
+    if isinstance(invalid, Kind):
         if state.profile == "upstream":
             raise UndefinedInput("upstream takes str keys and exact-length bytes only")
         return ((state, Err(invalid)),)

@@ -363,14 +363,6 @@ def references(state: State) -> dict[str, int]:
     return dict(state.refs)
 
 
-def _first_invalid_put(
-    object_nbytes: int, objects: tuple[Item, ...], retain: tuple[KeyArg, ...], release: tuple[KeyArg, ...]
-) -> Kind | None:
-    # Kept for callers written before validate_put; to be removed.
-    valid = validate_put(object_nbytes, objects, retain, release)
-    return valid if isinstance(valid, Kind) else None
-
-
 # -------------------------------------------------------------------- contracts
 # Each restates one property declaratively, not the way the step computes it,
 # so a slip in a step is not mirrored in its contract.
