@@ -967,11 +967,7 @@ class _Run:
         if releaser is not None:
             self.report.waiting_calls += 1
             releaser.start()
-        observed = self.call(op)
-        early = releaser is not None and not releaser.fired.is_set()
-        if releaser is not None:
-            releaser.finish()
-        self.log.append(f"     -> {_show(observed)}")
+        observed, early = self._call_released(op, releaser)
         if early:
             self.fail(f"{describe(op)} returned before the {waits} queued batch(es) were applied")
         # It waited for the queue, so the writer is done with it already.
@@ -987,6 +983,16 @@ class _Run:
         self.state = after
         if isinstance(op, Close) and expected != Err(Kind.CLOSED):
             self.check_closed()
+
+    def _call_released(self, op: OwnerCall, releaser: _DelayedRelease | None) -> tuple[BgOutcome | str, bool]:
+        """Make the owner call while ``releaser`` (if any) lets the writer go
+        after a delay; the outcome, and whether the call returned before it did."""
+        observed = self.call(op)
+        early = releaser is not None and not releaser.fired.is_set()
+        if releaser is not None:
+            releaser.finish()
+        self.log.append(f"     -> {_show(observed)}")
+        return observed, early
 
     def _expected(self, state: BgState, op: OwnerCall) -> tuple[BgState, BgOutcome]:
         if isinstance(op, Get):
@@ -1012,11 +1018,7 @@ class _Run:
             # finishes the batch it holds and takes the next one.
             releaser = _DelayedRelease(self.gate, 1, self.delay)
             releaser.start()
-        observed = self.call(op)
-        early = releaser is not None and not releaser.fired.is_set()
-        if releaser is not None:
-            releaser.finish()
-        self.log.append(f"     -> {_show(observed)}")
+        observed, early = self._call_released(op, releaser)
         if early:
             self.fail(f"put returned while {state.max_pending_batches} batch(es) waited unstarted")
         if releaser is not None:
