@@ -28,7 +28,7 @@ KEYS = [f"k{i}" for i in range(12)]
 
 
 def _outcome(error: BaseException | None, gate: bg.GatedStore, value: bytes | None, op: str) -> bg.BgOutcome | str:
-    return bg._observed(op, error, gate, value)
+    return Ok(value) if error is None else bg._observed(op, error, gate)
 
 
 class Follower:

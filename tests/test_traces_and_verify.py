@@ -12,32 +12,100 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from auxspec import cli, traces, verify
-from auxspec.model import Err, Kind, Ok
-from auxspec.ops import Close, Get, Put, ReadInto, Trace, TraceError, decode, op_from_json, op_to_json
+from auxspec.model import Err, Kind, Ok, Stats
+from auxspec.ops import (
+    ALL,
+    BIG,
+    CORE,
+    FORMS,
+    SHAPES,
+    SPECIAL_SIZES,
+    Bad,
+    Close,
+    Contains,
+    Enter,
+    Exit,
+    Flush,
+    Get,
+    Len,
+    Op,
+    Put,
+    ReadInto,
+    Trace,
+    TraceError,
+    decode,
+    expected_new,
+    needs,
+    op_from_json,
+    op_to_json,
+)
+from auxspec.ops import Stats as StatsOp
+
+
+def _invalid_values(op: Op) -> list[object]:
+    """Every value of ``op`` that only the strict profile defines."""
+    found: list[object] = []
+    if isinstance(op, (Put, Get, ReadInto)):
+        lists = (op.objects, op.retain, op.release) if isinstance(op, Put) else (op.keys,)
+        found += [value for value in lists if isinstance(value, Bad)]
+        for value in lists:
+            if isinstance(value, Bad):
+                continue
+            for item in value:
+                if isinstance(item, Bad):
+                    found.append(item)
+                elif isinstance(item, tuple):
+                    found += [v for v in item if v is None or isinstance(v, int)]
+                elif not isinstance(item, str):
+                    found.append(item)
+    if isinstance(op, ReadInto) and (op.readonly or isinstance(op.buffer, Bad)):
+        found.append(op.buffer)
+    if isinstance(op, Contains) and not isinstance(op.key, str):
+        found.append(op.key)
+    return found
 
 
 @given(st.binary(max_size=300), st.sampled_from(["strict", "upstream"]))
 @settings(max_examples=300)
 def test_any_bytes_decode_to_a_trace_the_spec_runs(data: bytes, profile: str) -> None:
     trace = decode(data, profile)
-    assert 1 <= trace.object_nbytes <= 4
-    assert trace.max_bytes >= trace.object_nbytes
     vector = traces.vector_from_trace(trace, "any")  # the spec never raises on decoded ops
     assert len(vector.expected) == len(trace.ops)
+    if isinstance(vector.expected_new, Err):
+        assert trace.ops == () and len(data) >= 1 and data[0] >= SPECIAL_SIZES + 8
+    else:
+        assert trace.object_nbytes in (1, 2, 3, 4, BIG)
+        assert isinstance(trace.max_bytes, int) and 1 <= trace.max_bytes // trace.object_nbytes <= 4
     if profile == "upstream":  # upstream traces never hold undefined inputs
-        assert not any(isinstance(op, ReadInto) for op in trace.ops)
+        assert not any(_invalid_values(op) for op in trace.ops)
+        assert not any(isinstance(op, (Get, ReadInto)) and op.form == "iter" for op in trace.ops)
 
 
-def test_decoding_reaches_every_op_and_invalid_values() -> None:
-    seen: set[str] = set()
+def test_decoding_reaches_every_op_form_shape_and_size() -> None:
+    seen: set[object] = set()
     rng = random.Random(7)
-    for _ in range(300):
-        for op in decode(rng.randbytes(200)).ops:
+    for _ in range(2000):
+        trace = decode(rng.randbytes(200))
+        seen.add(("sizes", expected_new(trace) != Ok(), trace.object_nbytes == BIG))
+        for op in trace.ops:
             seen.add(op.name)
-            if isinstance(op, Put):
-                seen.update("bad key" for k, _ in op.objects if not isinstance(k, str))
-                seen.update("bad payload" for _, p in op.objects if p is None)
-    assert {"put", "get", "read_into", "close", "bad key", "bad payload"} <= seen
+            if isinstance(op, (Put, Get, ReadInto)):
+                seen.add(op.form)
+            seen.update(type(value).__name__ for value in _invalid_values(op))
+            seen.update(f"bad {value.what}" for value in _invalid_values(op) if isinstance(value, Bad))
+    ops = {"put", "get", "read_into", "close", "flush", "len", "contains", "stats", "enter", "exit"}
+    shapes = {f"bad {what}" for what in SHAPES} | {"int", "NoneType"}
+    sizes = {("sizes", False, False), ("sizes", False, True), ("sizes", True, False)}
+    assert ops | set(FORMS) | shapes | sizes <= seen, sorted(map(str, (ops | set(FORMS) | shapes | sizes) - seen))
+
+
+def test_features_keep_ops_a_target_lacks_out_of_its_traces() -> None:
+    rng = random.Random(8)
+    for _ in range(500):
+        data = rng.randbytes(120)
+        for features in (frozenset(), CORE, ALL):
+            for op in decode(data, "strict", features).ops:
+                assert needs(op) <= features, (features, op)
 
 
 def test_vector_round_trips_through_text() -> None:
@@ -56,6 +124,53 @@ def test_vector_round_trips_through_text() -> None:
     vector = traces.vector_from_trace(trace, "round trip", "every op")
     assert vector.expected == (Err(Kind.TYPE), Ok(), Ok(b"xy"), Err(Kind.BUFFER), Ok())
     assert traces.loads(traces.dumps(vector)) == vector
+    assert json.loads(traces.dumps(vector).splitlines()[0])["version"] == 1  # nothing of format 2 in it
+    for op in trace.ops:
+        assert op_from_json(op_to_json(op), "here") == op
+
+
+def test_format_2_round_trips_observations_forms_and_shapes() -> None:
+    trace = Trace(
+        "strict",
+        4,
+        2,
+        (
+            Put((("a", b"xy"), Bad("object")), ("a",), form="tuple"),
+            Put((("a", b"xy"),), ("a",), form="iter"),
+            Put(Bad("str")),
+            Get(Bad("int")),
+            Get(("a",), form="iter"),
+            ReadInto(("a",), Bad("strided")),
+            ReadInto(("a",), 2, form="tuple"),
+            Len(),
+            Contains("a"),
+            Contains(1),
+            StatsOp(),
+            Flush(),
+            Enter(),
+            Exit(),
+        ),
+    )
+    vector = traces.vector_from_trace(trace, "format 2", "every new thing")
+    assert vector.expected == (
+        Err(Kind.TYPE),
+        Ok(),
+        Err(Kind.TYPE),
+        Err(Kind.TYPE),
+        Ok(b"xy"),
+        Err(Kind.TYPE),
+        Ok(b"xy"),
+        Ok(1),
+        Ok(True),
+        Ok(False),
+        Ok(Stats(1, 2, 1, 2, 0, 0, 0)),
+        Ok(),
+        Ok(),
+        Ok(),
+    )
+    text = traces.dumps(vector)
+    assert json.loads(text.splitlines()[0])["version"] == 2
+    assert traces.loads(text) == vector
     for op in trace.ops:
         assert op_from_json(op_to_json(op), "here") == op
 
@@ -69,7 +184,14 @@ HEADER = '{"format": "auxspec-trace", "version": 1, "profile": "strict", "max_by
         ("", 1, "empty file"),
         ("{not json", 1, "not JSON"),
         ('{"format": "other", "version": 1}', 1, "format"),
-        (HEADER.replace('"version": 1', '"version": 2'), 1, "version 2 is not supported"),
+        (HEADER.replace('"version": 1', '"version": 3'), 1, "version 3 is not supported"),
+        (HEADER + '\n{"op": "len", "expect": {"ok": 0}}', 2, "needs format version 2"),
+        (HEADER + '\n{"op": "get", "keys": [], "form": "set", "expect": {"ok": ""}}', 2, "form must be one of"),
+        (HEADER + '\n{"op": "get", "keys": {"bad": "object"}, "expect": {"ok": ""}}', 2, "a bad value is"),
+        (HEADER + '\n{"op": "put", "objects": [{"bad": "str"}], "expect": {"ok": null}}', 2, "a bad value is"),
+        (HEADER + '\n{"op": "contains", "key": null, "expect": {"ok": true}}', 2, "key must be a string"),
+        (HEADER + '\n{"op": "close", "expect": {"ok": {"stored": 1}}}', 2, "stats are an object"),
+        (HEADER + '\n{"op": "close", "expect": {"ok": [1]}}', 2, "ok value is hex"),
         (HEADER.replace("strict", "lenient"), 1, "profile"),
         (HEADER.replace('"max_bytes": 4', '"max_bytes": [4]'), 1, "max_bytes"),
         (HEADER[:-1] + ', "expect_new": {"error": "config"}}\n{"op": "close", "expect": {"ok": null}}', 2, "no ops"),
@@ -141,11 +263,12 @@ def test_verify_rejects_bad_targets_and_vectors_with_exit_2(tmp_path: Path) -> N
 def test_the_fast_spec_path_agrees_with_reference_store(data: bytes, profile: str) -> None:
     # expected_outcomes steps the model directly; ReferenceStore goes through
     # the binding and exceptions. Both are the spec and must say the same.
-    from auxspec.ops import apply, expected_outcomes
+    from auxspec.ops import apply, construct, expected_outcomes
     from auxspec.reference import ReferenceStore
 
     trace = decode(data, profile)
-    store = ReferenceStore(max_bytes=trace.max_bytes, object_nbytes=trace.object_nbytes, profile=profile)  # type: ignore[arg-type]
+    store, built = construct(lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n, profile=profile), trace)
+    assert built == expected_new(trace)
     slow = []
     for op in trace.ops:
         slow.append((apply(store, op), store.snapshot()))

@@ -15,6 +15,9 @@ under one lock:
   queued and every later owner call but an all-empty put raises
   ``BlockObjectStoreError`` from it (``close`` once).
 
+The writer catches everything the inner store raises, so it only ends when
+``close`` tells it to; the owner's waits need no escape for a dead writer.
+
 The owner validates and snapshots each batch before queueing it, so bad
 input raises at the call with nothing queued and nothing latched, and a
 caller that changes its list or buffers afterwards cannot change what is
@@ -38,9 +41,6 @@ __all__ = ["BackgroundBlockObjectStore"]
 
 _CLOSED = "auxiliary output store is closed"
 _NOT_LISTS = (str, bytes, bytearray)
-# Bounded waits, so a writer that died (it cannot, short of interpreter
-# shutdown) is noticed instead of hanging the owner.
-_POLL = 1.0
 
 _Batch = tuple[list[Any], tuple[str, ...], tuple[str, ...]]
 
@@ -54,6 +54,8 @@ class _Inner(Protocol):
     def put(self, objects: list[Any], *, retain_keys: Iterable[str] = (), release_keys: Iterable[str] = ()) -> None: ...
 
     def get_concatenated(self, keys: list[str]) -> bytes: ...
+
+    def read_into(self, keys: list[str], buffer: Any) -> int: ...
 
     def close(self) -> None: ...
 
@@ -194,8 +196,6 @@ class BackgroundBlockObjectStore:
                 finally:
                     lock.acquire()
         finally:
-            if self._owner_waits:
-                self._owner_cv.notify()
             lock.release()
 
     # ----------------------------------------------------------------- put
@@ -233,10 +233,9 @@ class BackgroundBlockObjectStore:
             while self._error is None and len(queue) >= self._max_pending:
                 self._owner_waits = True
                 try:
-                    self._owner_cv.wait(_POLL)
+                    self._owner_cv.wait()
                 finally:
                     self._owner_waits = False
-                self._check_writer()
             if self._error is None:
                 queue.append((snapshot, retained, released))
                 if self._writer_waits:
@@ -286,10 +285,6 @@ class BackgroundBlockObjectStore:
                 f"a background write failed, so this store stays failed: {type(error).__name__}: {error}"
             ) from error
 
-    def _check_writer(self) -> None:
-        if not self._thread.is_alive() and (self._queue or self._busy):
-            raise BlockObjectStoreError("the background writer thread is gone with batches still pending")
-
     # ---------------------------------------------------------------- reads
 
     def _wait_idle(self) -> None:
@@ -298,10 +293,9 @@ class BackgroundBlockObjectStore:
             while self._queue or self._busy:
                 self._owner_waits = True
                 try:
-                    self._owner_cv.wait(_POLL)
+                    self._owner_cv.wait()
                 finally:
                     self._owner_waits = False
-                self._check_writer()
 
     def _ready(self) -> None:
         """Before a read: not closed, every write applied, none failed."""
@@ -318,26 +312,11 @@ class BackgroundBlockObjectStore:
     def read_into(self, keys: list[str], buffer: Any) -> int:
         """``get_concatenated`` into ``buffer`` (writable, C-contiguous); returns
         the bytes written. A buffer that is too small is a ValueError that
-        changes nothing."""
+        changes nothing. The inner store must have ``read_into`` (auxstore's
+        has; vLLM's has not, and a read into a short buffer could not tell a
+        missing key from a short buffer without moving the keys it reads)."""
         self._ready()
-        reader = getattr(self._store, "read_into", None)
-        if reader is not None:
-            return int(reader(keys, buffer))
-        # An inner store without read_into (vLLM's): read, then copy.
-        try:
-            view = memoryview(buffer)
-        except TypeError:
-            raise TypeError(f"buffer must be a writable buffer, not {type(buffer).__name__}") from None
-        with view:
-            if view.readonly or not view.c_contiguous:
-                raise TypeError("buffer must be writable and C-contiguous")
-            needed = self._object_nbytes * len(keys)
-            if needed > view.nbytes:
-                raise ValueError(f"buffer of {view.nbytes} bytes is too small for {needed} bytes")
-            data = self._store.get_concatenated(keys)
-            with view.cast("B") as target:
-                target[: len(data)] = data
-            return len(data)
+        return self._store.read_into(keys, buffer)
 
     def flush(self) -> None:
         """Wait until every queued put is applied; raise a latched failure."""

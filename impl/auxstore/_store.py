@@ -4,8 +4,10 @@ Layout
 ------
 Payloads live in one anonymous ``mmap`` arena of ``capacity * object_nbytes``
 bytes cut into fixed slots. A slot is addressed through a memoryview made once,
-when the slot is first used; an evicted key's slot goes on a free list and is
-reused before a fresh one, so at most ``capacity`` slots are ever made.
+when the slot is first used. A put that evicts hands each victim's slot to one
+of its own new keys: it evicts only as many stored keys as it inserts beyond
+capacity, so no slot is ever left free after a call, and the slots made are
+exactly the keys stored (at most ``capacity``).
 
 Three structures hold the bookkeeping:
 
@@ -151,7 +153,6 @@ class BlockObjectStore:
         "_dst_slices",
         "_evictable",
         "_evictions",
-        "_free",
         "_hits",
         "_lru",
         "_misses",
@@ -171,8 +172,7 @@ class BlockObjectStore:
         self._capacity = max_bytes // object_nbytes
         self._arena: mmap.mmap | None = mmap.mmap(-1, self._capacity * object_nbytes)
         self._base = memoryview(self._arena)
-        self._views: list[memoryview] = []  # slot i -> view of its bytes; len() = slots made
-        self._free: list[memoryview] = []  # views of slots made but unused
+        self._views: list[memoryview] = []  # slot i -> view of its bytes; len() = slots made = keys stored
         self._lru: OrderedDict[str, memoryview] = OrderedDict()
         self._evictable: OrderedDict[str, None] = OrderedDict()
         self._refs: dict[str, int] = {}
@@ -272,7 +272,7 @@ class BlockObjectStore:
                     del refs[key]  # terminal
                     if key in lru:
                         evictable[key] = None  # moved to the most-recent end below
-        free = self._free
+        free: list[memoryview] = []  # the victims' slots, each taken by a new key below
         dropped: set[str] = set()  # batch keys evicted by their own put
         if victims:
             for key in victims:
@@ -430,11 +430,7 @@ class BlockObjectStore:
     def __contains__(self, key: object) -> bool:
         """Whether ``key`` is stored; recency does not change."""
         self.flush()
-        if isinstance(key, str):
-            return key in self._lru
-        # No non-str key is ever stored; compare as a sequence of keys would,
-        # so an object equal to a stored key still counts.
-        return key in tuple(self._lru)
+        return isinstance(key, str) and key in self._lru  # no other key is ever stored
 
     def stats(self) -> StoreStats:
         """The counters (see ``StoreStats``); recency does not change."""
@@ -460,9 +456,9 @@ class BlockObjectStore:
     def check_invariants(self) -> None:
         """Raise InvariantError describing the first inconsistency in the
         bookkeeping (usable after close as well)."""
-        lru, evictable, refs, free, views = self._lru, self._evictable, self._refs, self._free, self._views
+        lru, evictable, refs, views = self._lru, self._evictable, self._refs, self._views
         if self._arena is None:
-            if lru or evictable or refs or free or views:
+            if lru or evictable or refs or views:
                 raise InvariantError("a closed store still holds keys, references or slots")
             return
         capacity, nbytes = self._capacity, self._object_nbytes
@@ -484,18 +480,8 @@ class BlockObjectStore:
             if used in owner:
                 raise InvariantError(f"keys {owner[used]!r} and {key!r} share slot {used}")
             owner[used] = key
-        free_slots: set[int] = set()
-        for view in free:
-            unused = slot_of.get(id(view))
-            if unused is None:
-                raise InvariantError("the free list holds a view that is not an allocated slot")
-            if unused in owner:
-                raise InvariantError(f"slot {unused} is both free and used by {owner[unused]!r}")
-            if unused in free_slots:
-                raise InvariantError(f"slot {unused} is on the free list twice")
-            free_slots.add(unused)
-        if len(free_slots) + len(owner) != len(views):
-            raise InvariantError(f"{len(free_slots)} free + {len(owner)} used != {len(views)} allocated slots")
+        if len(owner) != len(views):
+            raise InvariantError(f"{len(views) - len(owner)} of {len(views)} allocated slots hold no key")
         for key, count in refs.items():
             if not isinstance(key, str) or type(count) is not int or count < 1:
                 raise InvariantError(f"reference count {count!r} of {key!r} is not a positive int")
@@ -521,7 +507,6 @@ class BlockObjectStore:
         self._lru.clear()
         self._evictable.clear()
         self._refs.clear()
-        self._free.clear()
         # Release every view first: mmap.close() fails while one is exported.
         for view in self._views:
             view.release()

@@ -64,10 +64,10 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
-from auxspec import binding, model
+from auxspec import binding, model, ops
 from auxspec.model import Err, Invalid, Item, KeyArg, Kind, Ok, State, UndefinedInput
 from auxspec.reference import ReferenceStore, observe
-from auxstore import BlockObject, BlockObjectStoreError, StoreSnapshot, StoreStats
+from auxstore import BlockObjectStoreError, StoreSnapshot, StoreStats
 
 FAULT = "fault"  # the cause of a failure that no Kind stands for (MemoryError, OSError, ...)
 
@@ -167,13 +167,19 @@ def check_background(state: BgState) -> bool:
 # ----------------------------------------------------------------- construction
 
 
-def new_background(inner: State, max_pending_batches: int | Invalid, faults: Iterable[int] = ()) -> BgState | Err:
-    """The idle background store over ``inner``, or why the bound is rejected.
+def new_background(
+    inner: State | Invalid, max_pending_batches: int | Invalid, faults: Iterable[int] = ()
+) -> BgState | Err:
+    """The idle background store over ``inner``, or why it cannot be built:
+    ``inner`` is not a store (``Invalid``: strict only, vLLM checks nothing),
+    or the bound is rejected.
 
-    pre: model.check(inner)
+    pre: isinstance(inner, Invalid) or model.check(inner)
     raises: UndefinedInput
     post: isinstance(__return__, Err) or check_background(__return__)
     """
+    if isinstance(inner, Invalid):
+        return Err(Kind.TYPE)
     if isinstance(max_pending_batches, Invalid):
         if inner.profile == "upstream":
             raise UndefinedInput("upstream takes an int max_pending_batches only")
@@ -348,6 +354,16 @@ def flush(state: BgState) -> tuple[BgState, BgOutcome]:
     return _after_drain(state, _open)
 
 
+def enter(state: BgState) -> tuple[BgState, BgOutcome]:
+    """Entering a ``with`` block: only a closed store fails. It does not wait
+    for the writer, so it never reports a failure.
+
+    pre: check_background(state)
+    post: __return__[0] is state
+    """
+    return state, (Err(Kind.CLOSED) if state.closed else Ok())
+
+
 def observe_inner(state: BgState) -> tuple[BgState, BgOutcome]:
     """``len``, ``in`` and ``stats``: like ``flush``; when Ok, they report the
     returned state's inner store (without changing its recency).
@@ -426,7 +442,6 @@ class ReferenceBackgroundStore:
         self._state = created
         self._eager = eager
         self._cause: BaseException | None = None
-        self._hits = self._misses = self._evictions = self._capacity_failures = 0
 
     @property
     def state(self) -> BgState:
@@ -441,20 +456,10 @@ class ReferenceBackgroundStore:
         """Batches queued and not yet applied."""
         return len(self._state.queue)
 
-    # The writer, counting what the inner store's counters would.
     def writer_step(self) -> None:
         """Apply the head batch; nothing to do on an idle writer."""
-        state = self._state
-        if not state.queue:
-            return
-        head = state.queue[0]
-        after = writer_step(state)
-        if after.error is None:
-            touched = set(model.stored_keys(state.inner)) | {k for k, _ in head.objects if isinstance(k, str)}
-            self._evictions += len(touched - set(model.stored_keys(after.inner)))
-        elif state.applied not in state.faults and after.error == Kind.CAPACITY.value:
-            self._capacity_failures += 1
-        self._state = after
+        if self._state.queue:
+            self._state = writer_step(self._state)
 
     def run_writer(self, batches: int | None = None) -> int:
         """Apply up to ``batches`` queued batches (all when None); return how many."""
@@ -501,9 +506,8 @@ class ReferenceBackgroundStore:
         self._drained()
         wanted = binding.as_keys(keys)
         self._state, outcome = get_concatenated(self._state, wanted)
-        self._count_read(outcome, len(wanted))
         self._raise(outcome)
-        assert isinstance(outcome, Ok) and outcome.value is not None
+        assert isinstance(outcome, Ok) and isinstance(outcome.value, bytes)
         return outcome.value
 
     def read_into(self, keys: list[str], buffer: object) -> int:
@@ -513,20 +517,13 @@ class ReferenceBackgroundStore:
         try:
             nbytes = view if isinstance(view, Invalid) else view.nbytes
             self._state, outcome = read_into(self._state, wanted, nbytes)
-            self._count_read(outcome, len(wanted))
             self._raise(outcome)
-            assert isinstance(outcome, Ok) and outcome.value is not None and isinstance(view, memoryview)
+            assert isinstance(outcome, Ok) and isinstance(outcome.value, bytes) and isinstance(view, memoryview)
             view[: len(outcome.value)] = outcome.value
             return len(outcome.value)
         finally:
             if isinstance(view, memoryview):
                 view.release()
-
-    def _count_read(self, outcome: BgOutcome, nkeys: int) -> None:
-        if isinstance(outcome, Ok):
-            self._hits += nkeys
-        elif isinstance(outcome, Err) and outcome.kind is Kind.MISSING:
-            self._misses += 1
 
     def flush(self) -> None:
         self._drained()
@@ -540,8 +537,8 @@ class ReferenceBackgroundStore:
         self._raise(outcome)
 
     def __enter__(self) -> ReferenceBackgroundStore:
-        if self._state.closed:
-            self._raise(Err(Kind.CLOSED))
+        self._state, outcome = enter(self._state)
+        self._raise(outcome)
         return self
 
     def __exit__(
@@ -552,30 +549,27 @@ class ReferenceBackgroundStore:
     ) -> None:
         self.close()
 
-    def _observed(self) -> State:
+    def _observed(self, step: Callable[[State], tuple[State, model.Outcome]]) -> model.Value:
+        """``len``, ``in`` or ``stats``: ``step`` on the inner store once the queue is drained."""
         self._drained()
         self._state, outcome = observe_inner(self._state)
         self._raise(outcome)
-        return self._state.inner
+        answer = step(self._state.inner)[1]
+        assert isinstance(answer, Ok)  # the inner store is open: observe_inner said so
+        return answer.value
 
     def __len__(self) -> int:
-        return len(self._observed().entries)
+        value = self._observed(model.length)
+        assert isinstance(value, int)
+        return value
 
     def __contains__(self, key: object) -> bool:
-        return key in model.stored_keys(self._observed())
+        return bool(self._observed(lambda inner: model.contains(inner, binding.as_key(key))))
 
     def stats(self) -> StoreStats:
-        inner = self._observed()
-        refs = model.references(inner)
-        return StoreStats(
-            stored=len(inner.entries),
-            capacity=inner.capacity,
-            pinned=sum(1 for key in model.stored_keys(inner) if key in refs),
-            hits=self._hits,
-            misses=self._misses,
-            evictions=self._evictions,
-            capacity_failures=self._capacity_failures,
-        )
+        value = self._observed(model.stats)
+        assert isinstance(value, model.Stats)
+        return StoreStats(**vars(value))
 
     def snapshot(self) -> StoreSnapshot:
         """The inner store as it is now (queued batches not applied), without
@@ -599,49 +593,10 @@ def _cause_exception(cause: str, profile: str) -> BaseException:
 # the writer has stored a failure in its latch yet; the model's alternatives
 # cover that.
 
-KeyValue = str | int  # an int key is invalid (strict only)
-PayloadValue = bytes | None  # None is an invalid payload (strict only)
-
-
-@dataclass(frozen=True)
-class Put:
-    objects: tuple[tuple[KeyValue, PayloadValue], ...] = ()
-    retain: tuple[KeyValue, ...] = ()
-    release: tuple[KeyValue, ...] = ()
-    # Pass bytearray payloads and a list, and scribble over both after the
-    # call: a store that does not snapshot the batch lets the change leak in.
-    mutate: bool = False
-
-
-@dataclass(frozen=True)
-class Get:
-    keys: tuple[KeyValue, ...] = ()
-
-
-@dataclass(frozen=True)
-class ReadInto:
-    keys: tuple[KeyValue, ...] = ()
-    buffer: int = 0
-
-
-@dataclass(frozen=True)
-class Flush:
-    pass
-
-
-@dataclass(frozen=True)
-class Len:
-    pass
-
-
-@dataclass(frozen=True)
-class Contains:
-    key: str = ""
-
-
-@dataclass(frozen=True)
-class Close:
-    pass
+# The owner calls are the one op alphabet's (auxspec.ops); Release is the
+# driver's own step for the writer.
+Put, Get, ReadInto, Close = ops.Put, ops.Get, ops.ReadInto, ops.Close
+Flush, Len, Contains, Stats, Enter, Exit = ops.Flush, ops.Len, ops.Contains, ops.Stats, ops.Enter, ops.Exit
 
 
 @dataclass(frozen=True)
@@ -651,22 +606,28 @@ class Release:
     batches: int = 1
 
 
-OwnerCall = Put | Get | ReadInto | Flush | Len | Contains | Close
+OwnerCall = ops.Op
 Op = OwnerCall | Release
-DRAINING = (Get, ReadInto, Flush, Len, Contains, Close)
+DRAINING = (Get, ReadInto, Flush, Len, Contains, Stats, Close, Exit)
 
 
 @dataclass(frozen=True)
 class Scenario:
     """A background store's parameters, the ops to run, and the inner calls
-    (0-based) at which the inner store raises the given exception."""
+    (0-based) at which the inner store raises the given exception.
+
+    ``max_pending_batches`` may be a value the constructor rejects, and
+    ``inner`` may be ``"none"`` (``None`` given as the inner store, strict
+    only): the scenario then checks the constructor's error and runs nothing.
+    """
 
     profile: str
     max_bytes: int
     object_nbytes: int
-    max_pending_batches: int
+    max_pending_batches: Any
     ops: tuple[Op, ...]
     faults: tuple[tuple[int, Callable[[], BaseException]], ...] = ()
+    inner: str = "store"
 
 
 @dataclass(frozen=True)
@@ -678,7 +639,7 @@ class Target:
     label: str
     make_inner: Callable[[int, int], Any]  # (max_bytes, object_nbytes) -> store
     snapshot_inner: Callable[[Any], StoreSnapshot]
-    make_background: Callable[[Any, int], Any]  # (inner, max_pending_batches) -> background store
+    make_background: Callable[[Any, Any], Any]  # (inner, max_pending_batches) -> background store
 
 
 class Violation(AssertionError):
@@ -827,37 +788,24 @@ def _is_store_error(error: BaseException) -> bool:
     return any(cls.__name__ == "BlockObjectStoreError" for cls in type(error).__mro__)
 
 
-def _observed(name: str, error: BaseException | None, gate: GatedStore, value: bytes | None = None) -> BgOutcome | str:
-    """What a call did, as a model outcome (or a description, when it raised
-    something the protocol does not allow)."""
-    if error is None:
-        return Ok(value)
+def _observed(name: str, error: BaseException, gate: GatedStore) -> BgOutcome | str:
+    """What a call that raised ``error`` did, as a model outcome (or a
+    description, when it raised something the protocol does not allow)."""
     cause = gate.cause_of(error.__cause__)
     if cause is not None and _is_store_error(error):
         return Latched(cause)
     kind = binding.classify(name, error)
     if kind is None:
         return f"unexpected {type(error).__name__}: {error}"
+    if not str(error):
+        return f"{type(error).__name__} with no message"
     return Err(kind)
 
 
 def describe(op: Op) -> str:
-    if isinstance(op, Put):
-        parts = [repr([(k, p) for k, p in op.objects])]
-        if op.retain:
-            parts.append(f"retain_keys={list(op.retain)!r}")
-        if op.release:
-            parts.append(f"release_keys={list(op.release)!r}")
-        return f"put({', '.join(parts)}){' then mutate the caller buffers' if op.mutate else ''}"
     if isinstance(op, Release):
         return f"[writer may apply {op.batches} more batch(es)]"
-    if isinstance(op, Get):
-        return f"get_concatenated({list(op.keys)!r})"
-    if isinstance(op, ReadInto):
-        return f"read_into({list(op.keys)!r}, bytearray({op.buffer}))"
-    if isinstance(op, Contains):
-        return f"{op.key!r} in store"
-    return {Flush: "flush()", Len: "len(store)", Close: "close()"}[type(op)]
+    return ops.describe(op)
 
 
 @dataclass
@@ -869,6 +817,7 @@ class RunReport:
     blocked_puts: int = 0  # puts that had to wait for the writer (full queue)
     waiting_calls: int = 0  # reads, flushes, closes that had to wait for queued batches
     inflight_puts: int = 0  # puts made while a failure was in flight (either outcome allowed)
+    built: bool = True  # False: the scenario checked a constructor error
 
 
 class _Run:
@@ -876,11 +825,10 @@ class _Run:
         self.target, self.scenario, self.delay, self.timeout = target, scenario, delay, timeout
         self.log: list[str] = []
         self.report = RunReport()
-        inner_state = model.new(scenario.max_bytes, scenario.object_nbytes, scenario.profile)
-        assert isinstance(inner_state, State), "scenario parameters are invalid"
-        created = new_background(inner_state, scenario.max_pending_batches, (i for i, _ in scenario.faults))
-        assert isinstance(created, BgState), "scenario bound is invalid"
-        self.state: BgState = created
+        inner_state = _new_inner(scenario)
+        inner: State | Invalid = Invalid("not a store") if scenario.inner == "none" else inner_state
+        faults = (i for i, _ in scenario.faults)
+        self.created = new_background(inner, binding.as_size(scenario.max_pending_batches), faults)
         self.threads_before = threading.active_count()
         self.gate = GatedStore(
             target.make_inner(scenario.max_bytes, scenario.object_nbytes),
@@ -888,19 +836,42 @@ class _Run:
             faults=dict(scenario.faults),
             timeout=timeout,
         )
-        self.store = target.make_background(self.gate, scenario.max_pending_batches)
+        self.store: Any = None
+        self.state: BgState  # the model's, from build() on
 
     def fail(self, why: str) -> None:
         s = self.scenario
         rows = [
             f"{self.target.label}: {why}",
             f"  store(max_bytes={s.max_bytes}, object_nbytes={s.object_nbytes}, "
-            f"max_pending_batches={s.max_pending_batches}, profile={s.profile}"
+            f"max_pending_batches={s.max_pending_batches!r}, profile={s.profile}"
+            + (", inner store None" if s.inner == "none" else "")
             + (f", faults at inner calls {[i for i, _ in s.faults]}" if s.faults else "")
             + ")",
             *self.log,
         ]
         raise Violation("\n".join(rows))
+
+    def build(self) -> BgState | None:
+        """Build the store and check the constructor against the spec; the
+        model's state, or None when the spec says it cannot be built."""
+        s = self.scenario
+        inner = None if s.inner == "none" else self.gate
+        try:
+            self.store = self.target.make_background(inner, s.max_pending_batches)
+        except Exception as error:
+            kind = binding.classify("new", error)
+            if not isinstance(self.created, Err) or kind is not self.created.kind:
+                self.fail(f"the constructor raised {type(error).__name__}: {error}; the spec says {self.created}")
+            return None
+        if isinstance(self.created, Err):
+            self.fail(f"the constructor returned; the spec says {_show(self.created)}")
+        assert isinstance(self.created, BgState)
+        for name, want in (("object_nbytes", s.object_nbytes), ("max_pending_batches", s.max_pending_batches)):
+            got = getattr(self.store, name, want)
+            if got != want:
+                self.fail(f"{name} is {got!r}, not {want!r}")
+        return self.created
 
     def settle(self) -> None:
         """Wait until the writer stands where the model says: a queued batch is
@@ -922,47 +893,26 @@ class _Run:
             self.settle()
 
     def call(self, op: OwnerCall) -> BgOutcome | str:
-        store = self.store
-        error: BaseException | None = None
-        value: bytes | None = None
         try:
-            if isinstance(op, Put):
-                objects: list[Any]
-                if op.mutate:
-                    payloads = [bytearray(p) if p is not None else None for _, p in op.objects]
-                    objects = [BlockObject(k, p) for (k, _), p in zip(op.objects, payloads, strict=True)]  # type: ignore[arg-type]
-                    store.put(objects, retain_keys=list(op.retain), release_keys=list(op.release))
-                    for payload in payloads:
-                        if payload is not None:
-                            payload[:] = b"\xee" * len(payload)
-                    objects.clear()
-                else:
-                    objects = [BlockObject(k, p) for k, p in op.objects]  # type: ignore[arg-type]
-                    store.put(objects, retain_keys=list(op.retain), release_keys=list(op.release))
-            elif isinstance(op, Get):
-                value = bytes(store.get_concatenated(list(op.keys)))
-            elif isinstance(op, ReadInto):
-                buffer = bytearray(op.buffer)
-                written = store.read_into(list(op.keys), buffer)
-                value = bytes(buffer[:written])
-            elif isinstance(op, Flush):
-                store.flush()
-            elif isinstance(op, Len):
-                value = str(len(store)).encode()
-            elif isinstance(op, Contains):
-                value = b"1" if op.key in store else b"0"
-            else:
-                store.close()
-        except Exception as caught:
-            error = caught
-        return _observed(_op_name(op), error, self.gate, value)
+            value = ops.invoke(self.store, op)
+        except Exception as error:
+            return _observed(op.name, error, self.gate)
+        return Ok(value)
 
     def owner(self, op: OwnerCall) -> None:
         state = self.state
         if isinstance(op, Put):
             self.put(op)
-            return
-        waits = inner_calls_to_drain(state)
+        else:
+            self.draining(op, 0 if isinstance(op, Enter) else inner_calls_to_drain(state))
+        try:
+            repr(self.store)  # in every state the calls leave it in
+        except Exception as error:
+            self.fail(f"repr(store) raised {type(error).__name__}: {error}")
+
+    def draining(self, op: OwnerCall, waits: int) -> None:
+        """A call that returns only once ``waits`` queued batches are applied."""
+        state = self.state
         releaser = _DelayedRelease(self.gate, waits, self.delay) if waits else None
         if releaser is not None:
             self.report.waiting_calls += 1
@@ -975,13 +925,10 @@ class _Run:
             done = self.gate.finished - state.applied
             self.fail(f"{describe(op)} returned when the writer had applied {done} of {waits} queued batch(es)")
         after, expected = self._expected(state, op)
-        if isinstance(expected, Ok) and isinstance(op, (Len, Contains)):
-            stored = model.stored_keys(after.inner)
-            expected = Ok(str(len(stored)).encode() if isinstance(op, Len) else (b"1" if op.key in stored else b"0"))
         if observed != expected:
             self.fail(f"expected {_show(expected)}, got {_show(observed)}")
         self.state = after
-        if isinstance(op, Close) and expected != Err(Kind.CLOSED):
+        if isinstance(op, (Close, Exit)) and expected != Err(Kind.CLOSED):
             self.check_closed()
 
     def _call_released(self, op: OwnerCall, releaser: _DelayedRelease | None) -> tuple[BgOutcome | str, bool]:
@@ -995,21 +942,11 @@ class _Run:
         return observed, early
 
     def _expected(self, state: BgState, op: OwnerCall) -> tuple[BgState, BgOutcome]:
-        if isinstance(op, Get):
-            return get_concatenated(state, tuple(binding.as_key(k) for k in op.keys))
-        if isinstance(op, ReadInto):
-            return read_into(state, tuple(binding.as_key(k) for k in op.keys), op.buffer)
-        if isinstance(op, Close):
-            return close(state)
-        return observe_inner(state)
+        return _background_step(state, op)
 
-    def put(self, op: Put) -> None:
+    def put(self, op: ops.Put) -> None:
         state = self.state
-        batch = Batch(
-            tuple((binding.as_key(k), binding.as_payload(p)) for k, p in op.objects),
-            tuple(binding.as_key(k) for k in op.retain),
-            tuple(binding.as_key(k) for k in op.release),
-        )
+        batch = Batch(*ops.put_args(op))
         blocked = not put(state, batch)
         releaser = None
         if blocked:
@@ -1050,12 +987,18 @@ class _Run:
     _open_inner: State  # the inner state just before the first close
 
     def run(self) -> RunReport:
-        ops = self.scenario.ops
+        built = self.build()
+        if built is None:
+            self.gate.close()
+            self.report.built = False
+            return self.report
+        self.state = built
+        ops_ = self.scenario.ops
         try:
             self.settle()
-            for op in (*ops, Close()):
+            for op in (*ops_, Close()):
                 self.report.steps += 1
-                if isinstance(op, Close) and not self.state.closed:
+                if isinstance(op, (Close, Exit)) and not self.state.closed:
                     self._open_inner = drain(self.state).inner
                 self.log.append(f"  {self.report.steps:>3}. {describe(op)}")
                 if isinstance(op, Release):
@@ -1078,14 +1021,20 @@ class _Run:
                     self.store.close()
 
 
-def _op_name(op: OwnerCall) -> str:
-    if isinstance(op, Put):
-        return "put"
-    if isinstance(op, ReadInto):
-        return "read_into"
-    if isinstance(op, Close):
-        return "close"
-    return "get"
+def _background_step(state: BgState, op: OwnerCall) -> tuple[BgState, BgOutcome]:
+    """The background model's step for an owner call other than put, when
+    the writer makes no progress during the call but what it must."""
+    if isinstance(op, (Get, ReadInto)):
+        keys, buffer = ops.read_args(op)
+        return get_concatenated(state, keys) if buffer is None else read_into(state, keys, buffer)
+    if isinstance(op, (Close, Exit)):
+        return close(state)
+    if isinstance(op, Enter):
+        return enter(state)
+    after, outcome = observe_inner(state)  # flush, len, in, stats
+    if isinstance(outcome, Ok) and not isinstance(op, Flush):
+        outcome = ops.spec_step(after.inner, op)[1]
+    return after, outcome
 
 
 def _show(outcome: BgOutcome | str) -> str:
@@ -1102,39 +1051,34 @@ def sequential_final(scenario: Scenario) -> State:
     """The inner state just before the first close when the owner calls of
     ``scenario`` run with the writer applied eagerly: the same whatever the
     writer's schedule, since reads wait for the queue and a failure stops it."""
-    created = new_background(_new_inner(scenario), scenario.max_pending_batches, (i for i, _ in scenario.faults))
+    bound = binding.as_size(scenario.max_pending_batches)
+    created = new_background(_new_inner(scenario), bound, (i for i, _ in scenario.faults))
     assert isinstance(created, BgState)
     state = created
     for op in scenario.ops:
         if isinstance(op, Release):
             continue
-        if isinstance(op, Close):
+        if isinstance(op, (Close, Exit)):
             break
         if isinstance(op, Put):
-            batch = Batch(
-                tuple((binding.as_key(k), binding.as_payload(p)) for k, p in op.objects),
-                tuple(binding.as_key(k) for k in op.retain),
-                tuple(binding.as_key(k) for k in op.release),
-            )
-            alternatives = put(drain(state), batch)
-            state = alternatives[0][0]
-        elif isinstance(op, (Get, ReadInto)):
-            keys = tuple(binding.as_key(k) for k in op.keys)
-            state = (get_concatenated(state, keys) if isinstance(op, Get) else read_into(state, keys, op.buffer))[0]
+            state = put(drain(state), Batch(*ops.put_args(op)))[0][0]
+        else:
+            state = _background_step(state, op)[0]
         state = drain(state)
     return drain(state).inner
 
 
 def _new_inner(scenario: Scenario) -> State:
     inner = model.new(scenario.max_bytes, scenario.object_nbytes, scenario.profile)
-    assert isinstance(inner, State)
+    assert isinstance(inner, State), "scenario sizes are invalid"
     return inner
 
 
 def run_scenario(target: Target, scenario: Scenario, *, delay: float = 0.002, timeout: float = 10.0) -> RunReport:
     """Drive ``target`` through ``scenario`` with the writer under control and
-    check every owner outcome, the writer's inner calls, the final inner state
-    and that no thread outlives close. Raises ``Violation`` with the trace.
+    check the constructor, every owner outcome, the writer's inner calls, the
+    final inner state and that no thread outlives close. Raises ``Violation``
+    with the trace.
 
     ``delay``: how long a call that must wait for the writer (a read with
     batches queued, a put on a full queue) is given to return early (wrongly)
@@ -1174,31 +1118,17 @@ def upstream_target() -> Target | None:
     )
 
 
-def _model_batch(op: Put) -> Batch:
-    return Batch(
-        tuple((binding.as_key(k), binding.as_payload(p)) for k, p in op.objects),
-        tuple(binding.as_key(k) for k in op.retain),
-        tuple(binding.as_key(k) for k in op.release),
-    )
-
-
 def _follow(state: BgState, call: OwnerCall) -> BgState:
     """The state after ``call`` when the writer makes no progress during it
     (except the one batch a put on a full queue waits for)."""
     if isinstance(call, Put):
-        batch = _model_batch(call)
+        batch = Batch(*ops.put_args(call))
         alternatives = put(state, batch)
         while not alternatives:
             state = writer_step(state)
             alternatives = put(state, batch)
         return alternatives[0][0]
-    if isinstance(call, Get):
-        return get_concatenated(state, tuple(binding.as_key(k) for k in call.keys))[0]
-    if isinstance(call, ReadInto):
-        return read_into(state, tuple(binding.as_key(k) for k in call.keys), call.buffer)[0]
-    if isinstance(call, Close):
-        return close(state)[0]
-    return observe_inner(state)[0]
+    return _background_step(state, call)[0]
 
 
 def writer_schedules(state: BgState, calls: tuple[OwnerCall, ...]) -> Iterator[tuple[Op, ...]]:
@@ -1241,8 +1171,9 @@ def scenarios(
     cases: small capacities (capacity failures), releases without retains
     (unreferenced failures), small bounds (a full queue), reads with batches
     queued, close with batches queued, injected faults. ``extensions``
-    (``read_into``, ``flush``, ``len``, ``in``) default to strict only, as
-    vLLM has none of them; invalid input and caller mutation are strict only.
+    (``read_into``, ``flush``, ``len``, ``in``, ``stats``, ``with``) default
+    to strict only, as vLLM has none of them; invalid input and the forms
+    that change the caller's values after the call are strict only.
     """
     from hypothesis import strategies as st
 
@@ -1255,25 +1186,26 @@ def scenarios(
     valid = [bytes([fill]) * 2 for fill in range(1, 4)]
     payload: Any = st.sampled_from([*valid * 6, None, b"\x09" * 3] if strict else valid)
     keys = st.lists(key, max_size=3).map(tuple)
-    ops: dict[str, Any] = {
+    draws: dict[str, Any] = {
         "put": st.builds(
             Put,
             st.lists(st.tuples(any_key, payload), min_size=1, max_size=3).map(tuple),
             st.lists(key, max_size=2).map(tuple),
             st.lists(key, max_size=1).map(tuple),
-            st.booleans() if strict else st.just(False),
+            # tuple and iter change the caller's values after the call: strict snapshots them, vLLM does not
+            st.sampled_from(ops.FORMS) if strict else st.just("list"),
         ),
         "pins": st.builds(Put, st.just(()), st.lists(key, max_size=2).map(tuple), st.lists(key, max_size=2).map(tuple)),
         "release": st.builds(Release, st.integers(1, 3)),
         "get": st.builds(Get, keys),
         "read_into": st.builds(ReadInto, keys, st.integers(0, 6)),
-        "other": st.sampled_from([Flush(), Len(), Contains("a"), Contains("b")]),
+        "other": st.sampled_from([Flush(), Len(), Contains("a"), Contains("b"), Stats(), Enter(), Exit()]),
         "close": st.just(Close()),
     }
     weights = ["put"] * 8 + ["pins"] * 2 + ["release"] * 5 + ["get"] * 2 + ["close"]
     if use_extensions:
         weights += ["read_into", "other"]
-    op = st.sampled_from(weights).flatmap(ops.__getitem__)
+    op = st.sampled_from(weights).flatmap(draws.__getitem__)
     fault_list = (
         st.lists(st.tuples(st.integers(0, 5), st.sampled_from(FAULT_TYPES)), max_size=1, unique_by=lambda f: f[0])
         if faults
@@ -1297,6 +1229,8 @@ __all__ = [
     "BgState",
     "Close",
     "Contains",
+    "Enter",
+    "Exit",
     "Flush",
     "GatedStore",
     "Get",
@@ -1308,6 +1242,7 @@ __all__ = [
     "Release",
     "RunReport",
     "Scenario",
+    "Stats",
     "Target",
     "Violation",
     "auxstore_target",
@@ -1316,6 +1251,7 @@ __all__ = [
     "check_background",
     "close",
     "drain",
+    "enter",
     "flush",
     "get_concatenated",
     "has_room",

@@ -7,7 +7,23 @@ match the spec and measures how much of the model they cover.
 
 from __future__ import annotations
 
-from auxspec.ops import Close, Get, Op, Put, ReadInto, SizeValue, Trace
+from auxspec.ops import (
+    BIG,
+    Bad,
+    Close,
+    Contains,
+    Enter,
+    Exit,
+    Flush,
+    Get,
+    Len,
+    Op,
+    Put,
+    ReadInto,
+    SizeValue,
+    Stats,
+    Trace,
+)
 
 
 def _p(*keys: str, fill: int = 0, retain: tuple[str, ...] = (), release: tuple[str, ...] = ()) -> Put:
@@ -158,6 +174,106 @@ CASES: dict[str, tuple[str, tuple[str, ...], int, tuple[Op, ...]]] = {
             ReadInto(("a",), 2, readonly=True),
         ),
     ),
+    "observations": (
+        "len, in, stats, flush and with never change the store; each fails once it is closed, like every call",
+        ("strict",),
+        2,
+        (
+            _p("a", "b", retain=("a",)),
+            Len(),
+            Contains("a"),
+            Contains("zz"),
+            Contains(1),
+            Get(("b", "a", "b")),
+            Get(("zz",)),
+            ReadInto(("a",), 1),
+            Stats(),
+            Flush(),
+            Enter(),
+            Exit(),
+            Len(),
+            Contains("a"),
+            Stats(),
+            Flush(),
+            Enter(),
+            Exit(),
+        ),
+    ),
+    "stats-count-evictions-and-failures": (
+        "stats count evicted keys (a terminal batch key too) and puts that fail for lack of room",
+        ("strict",),
+        1,
+        (
+            _p("a"),
+            _p("b", retain=("b",)),
+            Put((("c", b"cc"),), ("c",), ("c",)),
+            _p("d", "e"),
+            Stats(),
+            Get(("c",)),
+            Stats(),
+        ),
+    ),
+    "forms": (
+        "tuples, one-pass iterators, bytearray and memoryview payloads and buffers work as lists and bytes do; "
+        "what the caller changes after a put does not reach the store",
+        ("strict",),
+        2,
+        (
+            Put((("a", b"11"),), ("a",), (), form="tuple"),
+            Put((("b", b"22"),), ("b",), ("a",), form="iter"),
+            Get(("a", "b"), form="tuple"),
+            Get(("b",), form="iter"),
+            ReadInto(("a", "b"), 4, form="tuple"),
+            ReadInto(("b",), 2, form="iter"),
+            ReadInto(("b",), 1, readonly=True, form="iter"),
+        ),
+    ),
+    "strict-bad-shapes": (
+        "strict: a str or an int where a list belongs, an object without key and payload, and a buffer that "
+        "is not one or not contiguous fail before any change",
+        ("strict",),
+        2,
+        (
+            _p("a"),
+            Put(Bad("str")),
+            Put((("b", b"bb"), Bad("object"))),
+            Put((), Bad("int")),
+            Put((), (), Bad("str")),
+            Get(Bad("int")),
+            ReadInto(Bad("str"), 2),
+            ReadInto(("a",), Bad("not-buffer")),
+            ReadInto(("a",), Bad("strided")),
+            Get(("a",)),
+        ),
+    ),
+}
+
+
+def _big(*keys: str, fill: int = 0) -> Put:
+    return Put(tuple((k, bytes([fill + i]) * BIG) for i, k in enumerate(keys)))
+
+
+# name -> (description, profiles, capacity, ops) for objects of BIG bytes,
+# which auxstore copies one by one rather than joined.
+BIG_CASES: dict[str, tuple[str, tuple[str, ...], int, tuple[Op, ...]]] = {
+    "big-objects": (
+        "objects of 4 KiB evict and read like small ones",
+        BOTH,
+        2,
+        (_big("a", "b"), _big("c", fill=7), Get(("b", "c", "b")), Get(("a",))),
+    ),
+    "big-objects-read-into": (
+        "read_into copies 4 KiB objects into any writable buffer",
+        ("strict",),
+        2,
+        (
+            _big("a", "b"),
+            ReadInto(("b", "a"), 2 * BIG),
+            ReadInto(("a", "b"), 2 * BIG, form="tuple"),
+            ReadInto(("a",), BIG - 1),
+            Get(("b",)),
+        ),
+    ),
 }
 
 
@@ -177,6 +293,9 @@ def catalog() -> dict[str, Trace]:
         for name, (_, profiles, capacity, ops) in CASES.items()
         for profile in profiles
     }
+    for name, (_, profiles, capacity, ops) in BIG_CASES.items():
+        for profile in profiles:
+            traces[f"{profile}/{name}"] = Trace(profile, capacity * BIG, BIG, ops)
     for name, (_, profiles, max_bytes, object_nbytes) in BAD_CONSTRUCTORS.items():
         for profile in profiles:
             traces[f"{profile}/{name}"] = Trace(profile, max_bytes, object_nbytes)
@@ -185,4 +304,7 @@ def catalog() -> dict[str, Trace]:
 
 def description(name: str) -> str:
     short = name.split("/", 1)[1]
-    return CASES[short][0] if short in CASES else BAD_CONSTRUCTORS[short][0]
+    for table in (CASES, BIG_CASES, BAD_CONSTRUCTORS):
+        if short in table:
+            return str(table[short][0])
+    raise KeyError(name)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from auxspec import traces, verify
-from auxspec.ops import ReadInto, Trace, TraceError, decode, expected_outcomes, outcome_to_json
+from auxspec.ops import Trace, TraceError, decode, describe, expected_outcomes, outcome_to_json, trace_needs
 from auxspec.protocol import ProtocolError
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
@@ -140,7 +140,8 @@ def _check(
     # recorded and the search goes on for others; any other divergence ends it.
     deviations: dict[str, verify.Divergence] = {}
     started = time.monotonic()
-    usable = [v for v in vectors if target.reads_into or not any(isinstance(op, ReadInto) for op in v.trace.ops)]
+    # Vectors that use what the target lacks (read_into, observations, Python forms) are left out.
+    usable = [v for v in vectors if trace_needs(v.trace) <= target.features]
     for number, vector in enumerate(usable, start=1):
         divergence = verify.replay(vector, target)
         if divergence:
@@ -241,7 +242,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     except (LookupError, OSError, ImportError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
-    trace = decode(data, args.profile)
+    trace = decode(data, args.profile, target.features)  # as the harness decoded it
     print(explain(trace))
     divergence = verify.compare(trace, target)
     if divergence is not None:
@@ -264,7 +265,7 @@ def explain(trace: Trace) -> str:
     for number, (op, (outcome, snapshot)) in enumerate(zip(trace.ops, expected_outcomes(trace), strict=True), 1):
         pins = dict(snapshot.references)
         order = " ".join(f"{k}*{pins[k]}" if k in pins else k for k, _ in snapshot.entries)
-        rows.append(f"{number:>3}. {verify.describe(op):<60} -> {outcome_to_json(outcome)}")
+        rows.append(f"{number:>3}. {describe(op):<60} -> {outcome_to_json(outcome)}")
         rows.append(
             f"      LRU [ {order} ] MRU"
             + (f"  unstored pins {pins}" if set(pins) - {k for k, _ in snapshot.entries} else "")

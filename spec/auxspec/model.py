@@ -13,7 +13,7 @@ them; ``check(state)`` is the same state invariant, callable at run time.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 # A str, not a Literal: CrossHair cannot build Literal-typed fields; check()
 # rejects any other value.
@@ -35,10 +35,34 @@ class Kind(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Ok:
-    """A successful call; ``value`` is the bytes read, or None."""
+class Stats:
+    """What ``stats()`` reports: the field names of ``auxstore.StoreStats``.
 
-    value: bytes | None = None
+    ``pinned`` counts stored keys with a reference; ``hits`` counts the keys
+    of successful reads (a repeated key each time); ``misses`` the reads that
+    failed on a key that is not stored; ``evictions`` the keys evicted;
+    ``capacity_failures`` the puts that failed for lack of room.
+    """
+
+    stored: int
+    capacity: int
+    pinned: int
+    hits: int
+    misses: int
+    evictions: int
+    capacity_failures: int
+
+
+# What a successful call returns: the bytes read, len()'s int, in's bool,
+# stats()'s Stats, or None.
+Value = bytes | int | Stats | None
+
+
+@dataclass(frozen=True)
+class Ok:
+    """A successful call and what it returned."""
+
+    value: Value = None
 
 
 @dataclass(frozen=True)
@@ -73,12 +97,25 @@ class UndefinedInput(ValueError):
 
 
 @dataclass(frozen=True)
+class Counters:
+    """The running counts behind ``stats()`` (see ``Stats``)."""
+
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    capacity_failures: int = 0
+
+
+@dataclass(frozen=True)
 class State:
     """What a store holds.
 
     ``entries`` are the stored keys with their payloads, least recent first.
     ``refs`` are the reference counts, sorted by key so equal states compare
     equal; a key may be referenced before (or without) being stored.
+    ``counters`` count what happened; they are not what the store holds, so
+    they take no part in comparing states (a strict error "changes nothing"
+    and still counts a miss or a capacity failure).
     """
 
     profile: Profile
@@ -87,6 +124,7 @@ class State:
     entries: tuple[tuple[str, bytes], ...] = ()
     refs: tuple[tuple[str, int], ...] = ()
     closed: bool = False
+    counters: Counters = field(default=Counters(), compare=False)
 
 
 # --------------------------------------------------------------------- invariant
@@ -116,6 +154,9 @@ def violations(state: State) -> list[str]:
         found.append("a reference count is below 1")
     if state.closed and (state.entries or state.refs):
         found.append("a closed store still holds data")
+    counts = state.counters
+    if min(counts.hits, counts.misses, counts.evictions, counts.capacity_failures) < 0:
+        found.append("a counter is negative")
     return found
 
 
@@ -162,6 +203,7 @@ def put(
     post: _counts_follow_pins(state, retain, release, __return__)
     post: _successful_put_is_exact(state, objects, retain, release, __return__)
     post: _failures_are_justified(state, objects, retain, release, __return__)
+    post: _put_is_counted(state, objects, __return__)
     """
     if state.closed:
         return state, Err(Kind.CLOSED)
@@ -186,15 +228,16 @@ def put(
     protected = set(batch) - set(terminal)
     victims = choose_victims(order, state.capacity, counts, protected)
     if victims is None:
+        failed = _counted(state, capacity_failures=1)
         if state.profile == "strict":
-            return state, Err(Kind.CAPACITY)
+            return failed, Err(Kind.CAPACITY)
         # vLLM keeps counts and moves, and only takes back the keys it inserted.
         for key in inserted:
             del order[key]
-        return _with(state, order, counts), Err(Kind.CAPACITY)
+        return _with(failed, order, counts), Err(Kind.CAPACITY)
     for key in victims:
         del order[key]
-    return _with(state, order, counts), Ok()
+    return _with(_counted(state, evictions=len(victims)), order, counts), Ok()
 
 
 def apply_pins(counts: dict[str, int], retain: list[str], release: list[str]) -> tuple[dict[str, int], list[str], bool]:
@@ -289,6 +332,17 @@ def _with(state: State, order: dict[str, bytes], counts: dict[str, int]) -> Stat
     return replace(state, entries=tuple(order.items()), refs=_frozen_counts(counts))
 
 
+def _counted(state: State, hits: int = 0, misses: int = 0, evictions: int = 0, capacity_failures: int = 0) -> State:
+    """``state`` with its counters advanced by the given amounts."""
+    c = state.counters
+    return replace(
+        state,
+        counters=Counters(
+            c.hits + hits, c.misses + misses, c.evictions + evictions, c.capacity_failures + capacity_failures
+        ),
+    )
+
+
 # ------------------------------------------------------------------------ reads
 
 
@@ -328,13 +382,13 @@ def _read(state: State, keys: tuple[KeyArg, ...], buffer_nbytes: int | Invalid |
     order = dict(state.entries)
     wanted = [key for key in keys if isinstance(key, str)]
     if any(key not in order for key in wanted):
-        return state, Err(Kind.MISSING)
+        return _counted(state, misses=1), Err(Kind.MISSING)
     data = b"".join(order[key] for key in wanted)
     if buffer_nbytes is not None and len(data) > buffer_nbytes:
         return state, Err(Kind.BUFFER)
     for key in wanted:
         order[key] = order.pop(key)
-    return replace(state, entries=tuple(order.items())), Ok(data)
+    return replace(_counted(state, hits=len(wanted)), entries=tuple(order.items())), Ok(data)
 
 
 # ------------------------------------------------------------------------ close
@@ -351,6 +405,62 @@ def close(state: State) -> tuple[State, Outcome]:
 
 
 # ------------------------------------------------------------------ observation
+# auxstore's additions to vLLM's API. None of them changes the store (nor its
+# recency order); each fails on a closed store, like every call but close.
+
+
+def flush(state: State) -> tuple[State, Outcome]:
+    """Wait for pending writes: a synchronous store has none. Entering a
+    ``with`` block is the same step.
+
+    pre: check(state)
+    post: __return__[0] is state
+    post: isinstance(__return__[1], Ok) == (not state.closed)
+    """
+    if state.closed:
+        return state, Err(Kind.CLOSED)
+    return state, Ok()
+
+
+def length(state: State) -> tuple[State, Outcome]:
+    """``len(store)``: how many keys are stored.
+
+    pre: check(state)
+    post: __return__[0] is state
+    post: state.closed or __return__[1] == Ok(len(stored_keys(state)))
+    """
+    if state.closed:
+        return state, Err(Kind.CLOSED)
+    return state, Ok(len(state.entries))
+
+
+def contains(state: State, key: KeyArg) -> tuple[State, Outcome]:
+    """``key in store``: whether ``key`` is stored (a non-str key never is).
+
+    pre: check(state)
+    post: __return__[0] is state
+    post: state.closed or __return__[1] == Ok(any(key == k for k, _ in state.entries))
+    """
+    if state.closed:
+        return state, Err(Kind.CLOSED)
+    return state, Ok(isinstance(key, str) and key in dict(state.entries))
+
+
+def stats(state: State) -> tuple[State, Outcome]:
+    """``stats()``: the counters with the store's current size and pins.
+
+    pre: check(state)
+    post: __return__[0] is state
+    post: state.closed or _stats_are_exact(state, __return__[1])
+    """
+    if state.closed:
+        return state, Err(Kind.CLOSED)
+    refs = dict(state.refs)
+    c = state.counters
+    pinned = sum(1 for key, _ in state.entries if key in refs)
+    return state, Ok(
+        Stats(len(state.entries), state.capacity, pinned, c.hits, c.misses, c.evictions, c.capacity_failures)
+    )
 
 
 def stored_keys(state: State) -> tuple[str, ...]:
@@ -475,13 +585,39 @@ def _failures_are_justified(
     return outcome.kind == Kind.CAPACITY and len(kept) > old.capacity
 
 
+def _stats_are_exact(state: State, outcome: Outcome) -> bool:
+    c = state.counters
+    pinned = set(stored_keys(state)) & set(references(state))
+    expected = Stats(
+        len(state.entries), state.capacity, len(pinned), c.hits, c.misses, c.evictions, c.capacity_failures
+    )
+    return outcome == Ok(expected)
+
+
+def _tally(counters: Counters) -> tuple[int, int, int, int]:
+    return counters.hits, counters.misses, counters.evictions, counters.capacity_failures
+
+
+def _put_is_counted(old: State, objects: tuple[Item, ...], result: tuple[State, Outcome]) -> bool:
+    new, outcome = result
+    evicted = 0
+    if isinstance(outcome, Ok):
+        batch = {k for k, _ in objects if isinstance(k, str)}
+        evicted = len((set(stored_keys(old)) | batch) - set(stored_keys(new)))
+    failed = int(isinstance(outcome, Err) and outcome.kind == Kind.CAPACITY)
+    hits, misses, evictions, capacity_failures = _tally(old.counters)
+    return _tally(new.counters) == (hits, misses, evictions + evicted, capacity_failures + failed)
+
+
 def _read_is_exact(
     old: State, keys: tuple[KeyArg, ...], buffer_nbytes: int | Invalid | None, result: tuple[State, Outcome]
 ) -> bool:
     new, outcome = result
     before = dict(old.entries)
+    hits, misses, evictions, capacity_failures = _tally(old.counters)
     if isinstance(outcome, Err):
-        if new != old:
+        missed = int(outcome.kind == Kind.MISSING)
+        if new != old or _tally(new.counters) != (hits, misses + missed, evictions, capacity_failures):
             return False
         if outcome.kind == Kind.MISSING:
             return any(isinstance(k, str) and k not in before for k in keys)
@@ -493,6 +629,7 @@ def _read_is_exact(
     expected_order = [k for k in before if k not in last_read] + sorted(last_read, key=last_read.__getitem__)
     return (
         outcome.value == b"".join(before[k] for k in wanted)
+        and _tally(new.counters) == (hits + len(wanted), misses, evictions, capacity_failures)
         and list(dict(new.entries)) == expected_order
         and dict(new.entries) == before
         and new.refs == old.refs

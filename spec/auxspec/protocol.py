@@ -104,8 +104,10 @@ def _raise_for(reply: dict[str, Any], op: str, line: str) -> None:
     kind = reply["error"]
     if kind not in KINDS:
         raise ProtocolError(f"answer to {op} has an unknown error kind {kind!r}: {line}")
-    # The binding's exception for the kind: ops.apply classifies it back.
-    raise binding.exception_for(Kind(kind), "strict", str(reply.get("message", "")))
+    # The binding's exception for the kind: ops.apply classifies it back. The
+    # message is optional in the protocol; a Python store must give one.
+    message = str(reply.get("message") or f"{kind} (the port gave no message)")
+    raise binding.exception_for(Kind(kind), "strict", message)
 
 
 def _hex(reply: dict[str, Any], op: str) -> bytes:

@@ -40,7 +40,6 @@ class ReferenceStore:
                 f"(max_bytes={max_bytes!r}, object_nbytes={object_nbytes!r})",
             )
         self._state: State = created
-        self._hits = self._misses = self._evictions = self._capacity_failures = 0
 
     # The model state, for tests and drivers that compare whole states.
     @property
@@ -55,7 +54,7 @@ class ReferenceStore:
     def capacity(self) -> int:
         return self._state.capacity
 
-    def _apply(self, result: tuple[State, Outcome], detail: str = "") -> bytes | None:
+    def _apply(self, result: tuple[State, Outcome], detail: str = "") -> model.Value:
         self._state, outcome = result
         if isinstance(outcome, Err):
             message = _MESSAGES[outcome.kind] + (f": {detail}" if detail else "")
@@ -69,20 +68,11 @@ class ReferenceStore:
         retain_keys: Iterable[str] = (),
         release_keys: Iterable[str] = (),
     ) -> None:
-        before = set(model.stored_keys(self._state))
         items = binding.as_items(objects)
         retains, releases = binding.as_keys(retain_keys), binding.as_keys(release_keys)
         result = model.put(self._state, items, retains, releases)
-        new_state, outcome = result
-        if isinstance(outcome, Err):
-            if outcome.kind is Kind.CAPACITY:
-                self._capacity_failures += 1
-        else:
-            batch = {key for key, _ in items if isinstance(key, str)}
-            self._evictions += len((before | batch) - set(model.stored_keys(new_state)))
-        detail = ""
-        if isinstance(outcome, Err):
-            detail = self._put_detail(outcome.kind, items, retains, releases)
+        outcome = result[1]
+        detail = self._put_detail(outcome.kind, items, retains, releases) if isinstance(outcome, Err) else ""
         self._apply(result, detail)
 
     def _put_detail(
@@ -114,10 +104,8 @@ class ReferenceStore:
 
     def get_concatenated(self, keys: list[str]) -> bytes:
         wanted = binding.as_keys(keys)
-        result = model.get_concatenated(self._state, wanted)
-        self._count_read(result[1], len(wanted))
-        value = self._apply(result, self._missing_detail(wanted))
-        assert value is not None  # a successful read always has a value
+        value = self._apply(model.get_concatenated(self._state, wanted), self._missing_detail(wanted))
+        assert isinstance(value, bytes)  # a successful read always has a value
         return value
 
     def read_into(self, keys: list[str], buffer: object) -> int:
@@ -127,21 +115,14 @@ class ReferenceStore:
         view = binding.as_buffer(buffer)
         nbytes = view if isinstance(view, model.Invalid) else view.nbytes
         result = model.read_into(self._state, wanted, nbytes)
-        self._count_read(result[1], len(wanted))
         try:
             data = self._apply(result, self._missing_detail(wanted))
-            assert data is not None and isinstance(view, memoryview)
+            assert isinstance(data, bytes) and isinstance(view, memoryview)
             view[: len(data)] = data
             return len(data)
         finally:
             if isinstance(view, memoryview):
                 view.release()
-
-    def _count_read(self, outcome: Outcome, nkeys: int) -> None:
-        if isinstance(outcome, Err):
-            self._misses += outcome.kind is Kind.MISSING
-        else:
-            self._hits += nkeys
 
     def _missing_detail(self, keys: tuple[model.KeyArg, ...]) -> str:
         stored = set(model.stored_keys(self._state))
@@ -150,8 +131,7 @@ class ReferenceStore:
 
     def flush(self) -> None:
         """Nothing is pending in a synchronous store; only a closed store fails."""
-        if self._state.closed:
-            raise binding.exception_for(Kind.CLOSED, self._state.profile, _MESSAGES[Kind.CLOSED])
+        self._apply(model.flush(self._state))
 
     def close(self) -> None:
         self._apply(model.close(self._state))
@@ -169,26 +149,18 @@ class ReferenceStore:
         self.close()
 
     def __len__(self) -> int:
-        self.flush()
-        return len(self._state.entries)
+        value = self._apply(model.length(self._state))
+        assert isinstance(value, int)
+        return value
 
     def __contains__(self, key: object) -> bool:
         """Whether ``key`` is stored; recency does not change."""
-        self.flush()
-        return key in model.stored_keys(self._state)
+        return bool(self._apply(model.contains(self._state, binding.as_key(key))))
 
     def stats(self) -> StoreStats:
-        self.flush()
-        refs = dict(self._state.refs)
-        return StoreStats(
-            stored=len(self._state.entries),
-            capacity=self._state.capacity,
-            pinned=sum(1 for key in model.stored_keys(self._state) if key in refs),
-            hits=self._hits,
-            misses=self._misses,
-            evictions=self._evictions,
-            capacity_failures=self._capacity_failures,
-        )
+        value = self._apply(model.stats(self._state))
+        assert isinstance(value, model.Stats)
+        return StoreStats(**vars(value))
 
     def snapshot(self) -> StoreSnapshot:
         """Everything observable, without touching recency (also after close)."""

@@ -1,5 +1,10 @@
-"""Trace files (format v1): JSON Lines, a header line then one op per line
-with its expected outcome. The same files are the conformance vectors."""
+"""Trace files: JSON Lines, a header line then one op per line with its
+expected outcome. The same files are the conformance vectors.
+
+Format 2 added the observations (``flush``, ``len``, ``contains``,
+``stats``, ``enter``, ``exit``), the ``form`` of an op and ``{"bad": ...}``
+shapes; a file that needs none of them is written as format 1, so readers
+of format 1 keep reading it."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from typing import Any
 from auxspec.model import PROFILES, Err, Ok, Outcome
 from auxspec.ops import (
     FORMAT,
-    VERSION,
+    VERSIONS,
     Op,
     Trace,
     TraceError,
@@ -21,6 +26,7 @@ from auxspec.ops import (
     op_to_json,
     outcome_from_json,
     outcome_to_json,
+    version_of,
 )
 
 
@@ -45,7 +51,7 @@ def dumps(vector: Vector) -> str:
     trace = vector.trace
     header = {
         "format": FORMAT,
-        "version": VERSION,
+        "version": version_of(trace),
         "name": vector.name,
         "description": vector.description,
         "profile": trace.profile,
@@ -72,8 +78,9 @@ def loads(text: str, source: str = "<trace>") -> Vector:
     where = f"{source}:1"
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise TraceError(f'{where}: header must have "format": "{FORMAT}"')
-    if header.get("version") != VERSION:
-        raise TraceError(f"{where}: version {header.get('version')!r} is not supported (this reader: {VERSION})")
+    if header.get("version") not in VERSIONS:
+        readable = " and ".join(map(str, VERSIONS))
+        raise TraceError(f"{where}: version {header.get('version')!r} is not supported (this reader: {readable})")
     if header.get("profile") not in PROFILES:
         raise TraceError(f"{where}: profile must be one of {', '.join(PROFILES)}")
     for size in ("max_bytes", "object_nbytes"):
@@ -88,7 +95,10 @@ def loads(text: str, source: str = "<trace>") -> Vector:
             continue
         where = f"{source}:{number}"
         line = _json_line(raw, where)
-        ops.append(op_from_json(line, where))
+        op = op_from_json(line, where)
+        if header["version"] < version_of(Trace("strict", 1, 1, (op,))):
+            raise TraceError(f"{where}: {op.name} with this form or shape needs format version 2, the header says 1")
+        ops.append(op)
         if not isinstance(line, dict) or "expect" not in line:
             raise TraceError(f'{where}: op line needs "expect"')
         expected.append(outcome_from_json(line["expect"], where))

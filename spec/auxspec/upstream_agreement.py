@@ -24,10 +24,9 @@ from hypothesis import strategies as st
 
 from auxspec import model
 from auxspec.model import State
-from auxspec.ops import Close, Get, Op, Put, Trace
+from auxspec.ops import Close, Get, Op, Put, Trace, describe
 from auxspec.reference import ReferenceStore
 from auxspec.targets import observe_vllm
-from auxspec.verify import describe
 from auxstore import BlockObject, BlockObjectStoreError, StoreSnapshot
 
 
@@ -129,8 +128,11 @@ def _apply_reference(store: ReferenceStore, op: Op) -> object:
     # put and close return None by their signature; vLLM's return value is
     # still compared, so a port that returned something would be caught.
     if isinstance(op, Put):
-        objects = [BlockObject(k, p) for k, p in op.objects]  # type: ignore[arg-type]  # valid programs only
-        store.put(objects, retain_keys=_str_keys(op.retain), release_keys=_str_keys(op.release))
+        store.put(
+            [BlockObject(k, p) for k, p in _pairs(op)],
+            retain_keys=_str_keys(op.retain),
+            release_keys=_str_keys(op.release),
+        )
         return None
     if isinstance(op, Get):
         return store.get_concatenated(_str_keys(op.keys))
@@ -138,21 +140,31 @@ def _apply_reference(store: ReferenceStore, op: Op) -> object:
     return None
 
 
-def _str_keys(keys: tuple[object, ...]) -> list[str]:
-    # Upstream programs hold str keys only (other keys are undefined there).
-    assert all(isinstance(k, str) for k in keys)
+# Upstream programs hold str keys, bytes payloads and plain lists only (the
+# rest is undefined there).
+
+
+def _str_keys(keys: object) -> list[str]:
+    assert isinstance(keys, tuple) and all(isinstance(k, str) for k in keys)
     return [str(k) for k in keys]
+
+
+def _pairs(op: Put) -> list[tuple[str, bytes]]:
+    assert isinstance(op.objects, tuple)
+    pairs = [obj for obj in op.objects if isinstance(obj, tuple) and isinstance(obj[1], bytes)]
+    assert len(pairs) == len(op.objects)
+    return [(str(k), p) for k, p in pairs if isinstance(p, bytes)]
 
 
 def _apply_vllm(module: ModuleType, store: Any, op: Op) -> object:
     if isinstance(op, Put):
         return store.put(
-            [module.BlockObject(k, p) for k, p in op.objects],
-            retain_keys=list(op.retain),
-            release_keys=list(op.release),
+            [module.BlockObject(k, p) for k, p in _pairs(op)],
+            retain_keys=_str_keys(op.retain),
+            release_keys=_str_keys(op.release),
         )
     if isinstance(op, Get):
-        return store.get_concatenated(list(op.keys))
+        return store.get_concatenated(_str_keys(op.keys))
     return store.close()
 
 

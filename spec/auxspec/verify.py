@@ -22,9 +22,24 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from auxspec import traces
+from auxspec import binding, traces
 from auxspec.model import Outcome
-from auxspec.ops import Op, Trace, apply, construct, decode, expected_new, expected_outcomes, outcome_to_json
+from auxspec.ops import (
+    CORE,
+    OBSERVE,
+    PYTHON,
+    READ_INTO,
+    Features,
+    Op,
+    Trace,
+    apply,
+    construct,
+    decode,
+    describe,
+    expected_new,
+    expected_outcomes,
+    outcome_to_json,
+)
 from auxspec.protocol import ProtocolError
 from auxstore import StoreSnapshot
 
@@ -39,7 +54,9 @@ class Target:
     label: str
     factory: Callable[[Any, Any], Any]
     observe: Observe | None
-    reads_into: bool = True  # False: the target has no read_into (vLLM), so no trace uses it
+    # Which ops its traces may hold (auxspec.ops.Features): vLLM's store has
+    # no read_into and no observations; a port process gets no Python forms.
+    features: Features = CORE
     background: Callable[..., Any] | None = None  # its BackgroundBlockObjectStore class, if any
 
 
@@ -81,23 +98,6 @@ class Divergence:
         return "\n".join(rows)
 
 
-def describe(op: Op) -> str:
-    from auxspec.ops import Get, Put, ReadInto
-
-    if isinstance(op, Put):
-        objects = ", ".join(f"{k!r}={'None' if p is None else p.hex()}" for k, p in op.objects)
-        pins = "".join(
-            f", {name}={list(keys)!r}" for name, keys in (("retain", op.retain), ("release", op.release)) if keys
-        )
-        return f"put([{objects}]{pins})"
-    if isinstance(op, Get):
-        return f"get_concatenated({list(op.keys)!r})"
-    if isinstance(op, ReadInto):
-        kind = "read-only " if op.readonly else ""
-        return f"read_into({list(op.keys)!r}, {kind}buffer of {op.buffer} bytes)"
-    return "close()"
-
-
 def _show(outcome: Outcome, snapshot: StoreSnapshot | None) -> str:
     text = str(outcome_to_json(outcome))
     if snapshot is not None:
@@ -121,6 +121,9 @@ def compare(trace: Trace, target: Target) -> Divergence | None:
     if store is None:
         return None
     try:
+        wrong = _wrong_geometry(store, trace)
+        if wrong:
+            return Divergence(trace, -1, "the store's sizes are the spec's", wrong, want_new)
         for step, (op, (want, want_snapshot)) in enumerate(zip(trace.ops, expected_outcomes(trace), strict=True)):
             try:
                 got = apply(store, op)
@@ -140,10 +143,28 @@ def compare(trace: Trace, target: Target) -> Divergence | None:
             if got != want or (got_snapshot is not None and got_snapshot != want_snapshot):
                 shown = _show(want, want_snapshot if got_snapshot else None)
                 return Divergence(trace, step, shown, _show(got, got_snapshot), want)
+        try:
+            repr(store)  # whatever state the trace left it in
+        except Exception as error:
+            last = len(trace.ops) - 1
+            return Divergence(trace, last, "repr(store) works", f"repr raised {_exception_line(error)}")
         return None
     finally:
         with contextlib.suppress(Exception):  # the trace may have closed it, or shown a failure
             store.close()
+
+
+def _wrong_geometry(store: Any, trace: Trace) -> str | None:
+    """What differs between the sizes a new store reports (those of
+    ``object_nbytes``, ``capacity`` and vLLM's ``num_slots`` it has) and the spec's."""
+    nbytes, max_bytes = binding.as_size(trace.object_nbytes), binding.as_size(trace.max_bytes)
+    assert isinstance(nbytes, int) and isinstance(max_bytes, int)  # the store was built
+    expected = {"object_nbytes": nbytes, "capacity": max_bytes // nbytes, "num_slots": max_bytes // nbytes}
+    for name, want in expected.items():
+        got = getattr(store, name, want)
+        if got != want:
+            return f"{name} is {got!r}, the spec says {want}"
+    return None
 
 
 def _broken_invariant(store: Any) -> str | None:
@@ -195,7 +216,7 @@ def explore(
         if time.monotonic() > deadline:
             return False
         try:
-            found = compare(decode(data, profile, target.reads_into), target)
+            found = compare(decode(data, profile, target.features), target)
             return found is not None and found.deviation not in known
         except ProtocolError as error:
             broken.append(error)  # stop searching; reported once find() returns
@@ -219,7 +240,7 @@ def explore(
             if broken:
                 raise broken[0] from None
             continue
-        return compare(decode(found, profile, target.reads_into), target), tried
+        return compare(decode(found, profile, target.features), target), tried
     return None, tried
 
 
@@ -289,7 +310,7 @@ def exec_target(command: str, op_timeout: float = 5.0) -> tuple[Target, Callable
     from auxspec.protocol import process_factory
 
     factory, port = process_factory(command, op_timeout)
-    return Target(f"process {command!r}", factory, lambda store: store.snapshot()), port.close
+    return Target(f"process {command!r}", factory, lambda store: store.snapshot(), CORE), port.close
 
 
 def load_target(spec: str | None) -> Target:
@@ -303,7 +324,8 @@ def load_target(spec: str | None) -> Target:
             "auxstore.BlockObjectStore",
             _factory(bundled),
             _observer(bundled, auxstore),
-            background=auxstore.BackgroundBlockObjectStore,
+            features_of(bundled),
+            auxstore.BackgroundBlockObjectStore,
         )
     module: ModuleType
     if spec.endswith(".py"):
@@ -315,7 +337,7 @@ def load_target(spec: str | None) -> Target:
             f"{spec}:{cls.__name__}",
             _factory(cls),
             _observer(cls, module),
-            hasattr(cls, "read_into"),
+            features_of(cls),
             getattr(module, "BackgroundBlockObjectStore", None),
         )
     name, _, attr = spec.partition(":")
@@ -330,9 +352,22 @@ def load_target(spec: str | None) -> Target:
     else:
         cls = _store_class(module, spec)
     background = getattr(module, "BackgroundBlockObjectStore", None) if not attr else None
-    return Target(
-        f"{name}:{cls.__name__}", _factory(cls), _observer(cls, module), hasattr(cls, "read_into"), background
-    )
+    return Target(f"{name}:{cls.__name__}", _factory(cls), _observer(cls, module), features_of(cls), background)
+
+
+_OBSERVATIONS = ("flush", "stats", "__len__", "__contains__", "__enter__", "__exit__")
+
+
+def features_of(cls: Any) -> Features:
+    """The ops a Python store class can be driven with: every form and shape
+    of the Python API, ``read_into`` if it has one, the observations if it
+    has them all."""
+    found = {PYTHON}
+    if hasattr(cls, "read_into"):
+        found.add(READ_INTO)
+    if all(hasattr(cls, name) for name in _OBSERVATIONS):
+        found.add(OBSERVE)
+    return frozenset(found)
 
 
 def _store_class(module: ModuleType, spec: str) -> Any:

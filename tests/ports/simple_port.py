@@ -39,6 +39,20 @@ class UnreferencedError(StoreError, KeyError):
     pass
 
 
+def _listed(values: Any) -> list[Any]:
+    """Any iterable but a str or bytes, as a list (the Python binding's rule)."""
+    if isinstance(values, (str, bytes, bytearray)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"expected a list, got {type(values).__name__}")
+    return list(values)
+
+
+def _keys(values: Any) -> list[str]:
+    keys = _listed(values)
+    if not all(isinstance(k, str) for k in keys):
+        raise TypeError("bad key")
+    return keys
+
+
 def make(bug: str | None) -> type:
     class Port:
         def __init__(self, *, max_bytes: Any, object_nbytes: Any) -> None:
@@ -60,17 +74,17 @@ def make(bug: str | None) -> type:
         def put(self, objects: list[Any], *, retain_keys: Any = (), release_keys: Any = ()) -> None:
             self._open()
             batch: dict[str, bytes] = {}
-            for obj in objects:
-                if not isinstance(obj.key, str) or not isinstance(obj.payload, (bytes, bytearray)):
+            for obj in _listed(objects):
+                key, payload = getattr(obj, "key", None), getattr(obj, "payload", None)
+                if not isinstance(key, str) or payload is None or isinstance(payload, str):
                     raise TypeError("bad key or payload")
-                if len(obj.payload) != self.n:
+                data = bytes(memoryview(payload))  # any buffer; raises TypeError for the rest
+                if len(data) != self.n:
                     raise ValueError("bad payload length")
-                if bug == "first-payload-in-batch" and obj.key in batch:
+                if bug == "first-payload-in-batch" and key in batch:
                     continue
-                batch[obj.key] = bytes(obj.payload)
-            retains, releases = list(retain_keys), list(release_keys)
-            if not all(isinstance(k, str) for k in retains + releases):
-                raise TypeError("bad key")
+                batch[key] = data
+            retains, releases = _keys(retain_keys), _keys(release_keys)
             refs = dict(self.refs)
             terminal: list[str] = []
             steps = [(k, -1) for k in releases] + [(k, 1) for k in retains]
@@ -116,9 +130,7 @@ def make(bug: str | None) -> type:
 
         def _read(self, keys: Any, refresh: bool) -> bytes:
             self._open()
-            keys = list(keys)
-            if not all(isinstance(k, str) for k in keys):
-                raise TypeError("bad key")
+            keys = _keys(keys)
             if any(k not in self.lru for k in keys):
                 raise StoreError("missing")
             data = b"".join(self.lru[k] for k in keys)
@@ -133,17 +145,15 @@ def make(bug: str | None) -> type:
         def read_into(self, keys: Any, buffer: Any) -> int:
             self._open()
             view = memoryview(buffer)
-            if view.readonly:
-                raise TypeError("read-only buffer")
-            keys = list(keys)
-            if not all(isinstance(k, str) for k in keys):
-                raise TypeError("bad key")
+            if view.readonly or not view.c_contiguous:
+                raise TypeError("read-only or non-contiguous buffer")
+            keys = _keys(keys)
             if any(k not in self.lru for k in keys):
                 raise StoreError("missing")
             if len(keys) * self.n > view.nbytes:
                 raise ValueError("buffer too small")
             data = self._read(keys, bug != "read-into-no-refresh")
-            view[: len(data)] = data
+            view.cast("B")[: len(data)] = data
             return len(data)
 
         def close(self) -> None:
