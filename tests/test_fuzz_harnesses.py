@@ -69,7 +69,7 @@ def _fuzz(harness: str, work: Path, seconds: int, corpus: Path | None, env: dict
 
 
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("harness", ["store", "background", "trace_parser", "upstream"])
+@pytest.mark.parametrize("harness", ["store", "background", "trace_parser", "upstream", "model", "invariants"])
 def test_harness_runs_clean(harness: str, tmp_path: Path) -> None:
     if harness == "upstream" and upstream_path() is None:
         pytest.skip("vLLM's module (../shared/upstream/vllm_store.py) is not available")

@@ -50,6 +50,8 @@ def test_serve_rejects_non_protocol_input() -> None:
     assert serve(factory, io.StringIO("not json\n"), io.StringIO()) == 3
     assert serve(factory, io.StringIO('{"op": "new"}\n'), io.StringIO()) == 3
     assert serve(factory, io.StringIO('{"id": 1, "op": "get", "keys": []}\n'), io.StringIO()) == 3
+    # An integer longer than int() takes is a ValueError, not a JSONDecodeError (found by the trace fuzzer).
+    assert serve(factory, io.StringIO('{"id": ' + "1" * 5000 + "}\n"), io.StringIO()) == 3
 
 
 def _port(tmp_path: Path, body: str) -> str:
@@ -116,6 +118,7 @@ def REPLAY(line):
             "    return json.dumps(good)\n",
         ),
         ("both fields", "def answer(request, good):\n    return json.dumps({**good, 'ok': None, 'error': 'type'})\n"),
+        ("huge number", "def answer(request, good):\n    return '{\"id\": ' + '9' * 5000 + '}'\n"),
     ],
 )
 def test_misbehaving_ports_are_target_errors(

@@ -205,6 +205,9 @@ HEADER = '{"format": "auxspec-trace", "version": 1, "profile": "strict", "max_by
         (HEADER + '\n{"op": "close", "expect": {"error": "oops"}}', 2, "unknown error kind"),
         (HEADER + '\n{"op": "close", "expect": {"ok": null}}\n{"op": "get", "ke', 3, "not JSON"),
         (HEADER + "\n[1, 2]", 2, 'needs "op"'),
+        # json.loads raises a bare ValueError past int()'s digit limit (found by the trace fuzzer).
+        (HEADER.replace('"max_bytes": 4', '"max_bytes": ' + "4" * 5000), 1, "not JSON this reader takes"),
+        (HEADER + '\n{"op": "read_into", "keys": [], "buffer": ' + "9" * 4400 + "}", 2, "not JSON this reader"),
     ],
 )
 def test_malformed_traces_name_the_line(text: str, line: int, words: str) -> None:

@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""Seed the committed corpora from the conformance vectors, then minimize.
+"""Seed the committed corpora from the conformance vectors, then minimize;
+write the dictionaries.
 
     fuzz/corpus/make_seeds.py [--python .venv/bin/python] [harness...]
+    fuzz/corpus/make_seeds.py --dictionaries
 
-Seeds: store and upstream get every vector of their profile (bundled and
-regressions) encoded with ``auxspec.fuzzing.encode``; background gets the
-store seeds behind a few writer schedules and faults; trace_parser gets the
-vector files themselves. Each corpus is then rebuilt with libFuzzer's
+Seeds: store, invariants and model get every vector of their profile
+(bundled and regressions) encoded with ``auxspec.fuzzing.encode`` (behind a
+corruption byte for invariants, a profile byte for model, which takes both
+profiles); upstream gets the upstream vectors; background gets the store
+seeds behind a few configurations and writer schedules; trace_parser gets
+the vector files themselves. Each corpus is then rebuilt with libFuzzer's
 ``-merge=1`` into an empty folder from (old corpus + seeds), which keeps the
 smallest set of inputs that reaches the same coverage.
+
+``--dictionaries`` rewrites fuzz/<harness>.dict from
+``auxspec.fuzzing.dictionary`` (all but trace_parser's, which is JSON text
+written by hand); tests/test_fuzz_corpus.py checks they are current.
 """
 
 from __future__ import annotations
@@ -25,44 +33,72 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 FUZZ = HERE.parent
 VECTORS = FUZZ.parent / "spec" / "auxspec" / "vectors"
+HARNESSES = ("store", "upstream", "background", "trace_parser", "model", "invariants")
+DICTIONARIES = ("store", "upstream", "background", "model", "invariants")
 
-# (config byte, schedule) pairs put in front of each owner-call seed:
-# writer idle, writer released before every call, a full queue with bound 1,
-# and an injected fault at the first and second inner call.
+# (config byte, schedule) put in front of each owner-call seed: writer idle,
+# writer released before every call, a full queue with bound 1, an injected
+# fault at the first and at the second inner call, and the constructor's
+# refusals (a bound of 0, a bool, a None inner store).
 BACKGROUND_PREFIXES = (
     (0, b""),
     (1, b"\x01" * 12),
-    (0, b"\x00\x14\x00\x18\x00\x10\x20\x02"),
+    (0, b"\x00\x00\x00\x01\x00\x02"),
     (3, b"\x00\x01"),
-    (9 + 36, b"\x02\x00\x03\x10"),
-    (5 + 72, b"\x00\x00\x01\x14"),
+    (9 + 36, b"\x02\x00\x03\x01"),
+    (5 + 72, b"\x00\x00\x01\x03"),
+    (250, b""),
+    (252, b""),
+    (255, b""),
 )
 
 
 def seeds(name: str) -> list[bytes]:
     from auxspec import verify
     from auxspec.fuzzing import encode
+    from auxspec.ops import SPECIAL_SIZES
 
     files = sorted(VECTORS.rglob("*.jsonl"))
     if name == "trace_parser":
         return [path.read_bytes() for path in files]
-    profile = "upstream" if name == "upstream" else "strict"
-    encoded = [encode(vector.trace) for vector in verify.load_vectors(files) if vector.trace.profile == profile]
-    found = [data for data in encoded if data is not None]
+    vectors = verify.load_vectors(files)
+
+    def encoded(profile: str) -> list[bytes]:
+        found = [encode(v.trace) for v in vectors if v.trace.profile == profile]
+        return [data for data in found if data is not None]
+
+    if name == "upstream":
+        return encoded("upstream")
+    strict = encoded("strict")
     if name == "background":
-        return [
-            bytes([config, len(schedule)]) + schedule + data
-            for config, schedule in BACKGROUND_PREFIXES
-            for data in found
-        ]
-    return found
+        return [bytes([config, len(schedule)]) + schedule + data for config, schedule in BACKGROUND_PREFIXES for data in strict]
+    if name == "model":
+        # Both profiles build every store that cannot be built (the vectors hold only some).
+        sizes = [bytes([profile, selector]) for profile in (0, 1) for selector in range(SPECIAL_SIZES + 8, 256)]
+        return [b"\x00" + data for data in strict] + [b"\x01" + data for data in encoded("upstream")] + sizes
+    if name == "invariants":
+        # Every corruption pair (store x model) behind every vector, in turn.
+        return [bytes([index % 100]) + data for index, data in enumerate(strict * 4)]
+    return strict
+
+
+def write_dictionaries() -> None:
+    from auxspec.fuzzing import dictionary_text
+
+    for name in DICTIONARIES:
+        (FUZZ / f"{name}.dict").write_text(dictionary_text(name))
+        print(f"wrote fuzz/{name}.dict")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("harness", nargs="*", default=["store", "upstream", "background", "trace_parser"])
+    parser.add_argument("harness", nargs="*", default=list(HARNESSES))
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--dictionaries", action="store_true", help="only rewrite the dictionaries")
     args = parser.parse_args()
+    if args.dictionaries:
+        write_dictionaries()
+        return 0
     # -merge=1 re-runs the harness through its shebang: `env python3` must find atheris.
     args.python = os.path.abspath(args.python) if os.sep in args.python else args.python
     os.environ["PATH"] = os.path.dirname(args.python) + os.pathsep + os.environ.get("PATH", "")

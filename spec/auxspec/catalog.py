@@ -214,8 +214,8 @@ CASES: dict[str, tuple[str, tuple[str, ...], int, tuple[Op, ...]]] = {
         ),
     ),
     "forms": (
-        "tuples, one-pass iterators, bytearray and memoryview payloads and buffers work as lists and bytes do; "
-        "what the caller changes after a put does not reach the store",
+        "tuples, one-pass iterators, bytearray payloads, objects other than BlockObject and memoryview buffers "
+        "work as lists, bytes and bytearray do; what the caller changes after a put does not reach the store",
         ("strict",),
         2,
         (

@@ -509,16 +509,15 @@ def _counts_follow_pins(
 def _terminal_order(old: State, retain: tuple[KeyArg, ...], release: tuple[KeyArg, ...]) -> list[str]:
     # A key is terminal when its running count, after all retains, hits zero
     # at some release; its place in the order is the index of that release.
+    # (Only puts whose keys are all str get this far; the filter is for the types.)
     running = dict(old.refs)
-    for key in retain:
-        if isinstance(key, str):
-            running[key] = running.get(key, 0) + 1
+    for key in [k for k in retain if isinstance(k, str)]:
+        running[key] = running.get(key, 0) + 1
     hit_zero: list[str] = []
-    for key in release:
-        if isinstance(key, str):
-            running[key] = running.get(key, 0) - 1
-            if running[key] == 0:
-                hit_zero.append(key)
+    for key in [k for k in release if isinstance(k, str)]:
+        running[key] = running.get(key, 0) - 1
+        if running[key] == 0:
+            hit_zero.append(key)
     return hit_zero
 
 
@@ -567,16 +566,14 @@ def _failures_are_justified(
         return True
     expected = _expected_counts(old, retain, release)
     if outcome.kind == Kind.UNREFERENCED:
-        running = dict(old.refs)
-        for key in retain:
-            if isinstance(key, str):
-                running[key] = running.get(key, 0) + 1
-        for key in release:
-            if isinstance(key, str):
-                running[key] = running.get(key, 0) - 1
-                if running[key] < 0:
-                    return True
-        return False
+        # Some release finds no reference left: every retain comes first,
+        # then the releases in order.
+        counts = dict(old.refs)
+        return any(
+            counts.get(key, 0) + retain.count(key) - release[: i + 1].count(key) < 0
+            for i, key in enumerate(release)
+            if isinstance(key, str)
+        )
     # Capacity: even after evicting every unreferenced, unprotected key the
     # batch and the pinned keys do not fit.
     batch_keys = set(k for k, _ in objects if isinstance(k, str))
@@ -617,13 +614,14 @@ def _read_is_exact(
     hits, misses, evictions, capacity_failures = _tally(old.counters)
     if isinstance(outcome, Err):
         missed = int(outcome.kind == Kind.MISSING)
-        if new != old or _tally(new.counters) != (hits, misses + missed, evictions, capacity_failures):
-            return False
+        unchanged = new == old and _tally(new.counters) == (hits, misses + missed, evictions, capacity_failures)
         if outcome.kind == Kind.MISSING:
-            return any(isinstance(k, str) and k not in before for k in keys)
-        if outcome.kind == Kind.BUFFER:
-            return isinstance(buffer_nbytes, int) and buffer_nbytes < old.object_nbytes * len(keys)
-        return outcome.kind in (Kind.CLOSED, Kind.TYPE)
+            justified = any(isinstance(k, str) and k not in before for k in keys)
+        elif outcome.kind == Kind.BUFFER:
+            justified = isinstance(buffer_nbytes, int) and buffer_nbytes < old.object_nbytes * len(keys)
+        else:
+            justified = outcome.kind in (Kind.CLOSED, Kind.TYPE)
+        return unchanged and justified
     wanted = [k for k in keys if isinstance(k, str)]
     last_read = {k: i for i, k in enumerate(wanted)}
     expected_order = [k for k in before if k not in last_read] + sorted(last_read, key=last_read.__getitem__)

@@ -16,9 +16,9 @@ changes the outcome, so ports in other languages ignore it:
 - ``list``: lists, ``BlockObject`` with ``bytes``, a ``bytearray`` buffer.
 - ``tuple``: tuples, ``BlockObject`` with a ``bytearray`` payload that the
   caller overwrites once the call returns, a ``memoryview`` buffer.
-- ``iter``: one-pass generators, plain objects with a ``memoryview`` payload
-  that the caller replaces once the call returns, a buffer cast to format
-  ``c``.
+- ``iter``: one-pass generators, plain objects (not ``BlockObject``) whose
+  payload the caller replaces once the call returns, a buffer cast to
+  format ``c``.
 
 What a target offers decides which ops a trace may hold (``Features``):
 ``read_into``; the observations ``flush``, ``len``, ``in``, ``stats`` and
@@ -436,7 +436,7 @@ class _Loose:
         self.key, self.payload = key, payload
 
     def __repr__(self) -> str:
-        return f"_Loose({self.key!r}, {bytes(self.payload)!r})"
+        return f"_Loose({self.key!r}, {self.payload!r})"
 
 
 class _Shapeless:
@@ -494,7 +494,7 @@ def _object(value: ObjectValue, form: str) -> Any:
         return BlockObject(key, payload)  # type: ignore[arg-type]
     if form == "tuple":
         return BlockObject(key, bytearray(payload))  # type: ignore[arg-type]
-    return _Loose(key, memoryview(payload))
+    return _Loose(key, payload)
 
 
 def _scribble(objects: list[Any], form: str) -> Callable[[], None] | None:

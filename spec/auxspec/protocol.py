@@ -69,7 +69,7 @@ class PortProcess:
             raise ProtocolError(f"port exited with status {code} on request {line}{self._stderr_tail()}")
         try:
             reply = json.loads(answer)
-        except json.JSONDecodeError:
+        except ValueError:  # JSONDecodeError, or an integer longer than int() takes
             raise ProtocolError(f"answer to request {line} is not JSON: {answer.strip()[:200]!r}") from None
         if not isinstance(reply, dict) or reply.get("id") != request_id:
             raise ProtocolError(f"answer to request {line} has the wrong id: {answer.strip()[:200]!r}")
@@ -189,7 +189,7 @@ def serve(factory: Callable[[Any, Any], Any], stdin: IO[str] = sys.stdin, stdout
             if not isinstance(request, dict) or not isinstance(request.get("id"), int):
                 raise TraceError(f"request line {number}: needs an integer id")
             reply = _answer(request, store, factory, f"request line {number}")
-        except (json.JSONDecodeError, TraceError) as error:
+        except (ValueError, TraceError) as error:  # ValueError: JSONDecodeError, or an integer too long
             print(f"auxspec serve: {error}", file=sys.stderr)
             return 3
         if "store" in reply:

@@ -121,3 +121,5 @@ def _json_line(raw: str, where: str) -> Any:
         return json.loads(raw)
     except json.JSONDecodeError as error:
         raise TraceError(f"{where}: not JSON ({error.msg} at column {error.colno})") from None
+    except ValueError as error:  # an integer longer than int() takes (sys.get_int_max_str_digits())
+        raise TraceError(f"{where}: not JSON this reader takes ({error})") from None

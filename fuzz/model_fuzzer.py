@@ -1,0 +1,25 @@
+#!/usr/bin/env python3
+"""The model's own contracts, by fuzzing: every step of a decoded trace is
+held to its PEP 316 pre- and postconditions (what CrossHair proves over
+bounded symbolic inputs, here on concrete traces of any length), under both
+profiles, with invalid values that ``upstream`` must refuse as undefined.
+
+Input layout: ``data[0]`` picks the profile, the rest is the op alphabet
+(see auxspec.fuzzing.model_contracts).
+"""
+
+import sys
+
+import atheris
+
+with atheris.instrument_imports(include=["auxspec"]):
+    from auxspec.fuzzing import model_contracts
+
+
+def main() -> None:
+    atheris.Setup(sys.argv, model_contracts)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()

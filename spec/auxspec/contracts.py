@@ -1,0 +1,104 @@
+"""The model's PEP 316 contracts, checked at run time.
+
+CrossHair proves the contracts of ``auxspec.model`` over bounded symbolic
+inputs (``auxspec.crosshair_check``). This module evaluates the same
+docstring lines on concrete calls, so the model harness can hold every step
+it fuzzes to them: ``pre:`` before the call, ``post:`` after it (with
+``__return__``), and ``raises:`` as the only exceptions a step may raise.
+
+    steps = Checked(model)      # the model's functions, each one checked
+    state, outcome = steps.put(state, items, retain, release)
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from types import CodeType, ModuleType
+from typing import Any
+
+
+class ContractViolation(AssertionError):
+    """A model step broke one of its own contracts."""
+
+
+@dataclass(frozen=True)
+class Contract:
+    pre: tuple[tuple[str, CodeType], ...]
+    post: tuple[tuple[str, CodeType], ...]
+    raises: tuple[type[BaseException], ...]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.pre or self.post)
+
+
+@cache
+def contract_of(function: Callable[..., Any]) -> Contract:
+    """The ``pre:``, ``post:`` and ``raises:`` lines of ``function``'s docstring."""
+    pre: list[tuple[str, CodeType]] = []
+    post: list[tuple[str, CodeType]] = []
+    raises: list[type[BaseException]] = []
+    for line in inspect.getdoc(function).splitlines() if function.__doc__ else ():
+        label, _, text = line.strip().partition(":")
+        text = text.strip()
+        if label == "pre":
+            pre.append((text, compile(text, f"<pre of {function.__name__}>", "eval")))
+        elif label == "post":
+            post.append((text, compile(text, f"<post of {function.__name__}>", "eval")))
+        elif label == "raises":
+            raises += [function.__globals__[name.strip()] for name in text.split(",")]
+    return Contract(tuple(pre), tuple(post), tuple(raises))
+
+
+def checked(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` with its contract evaluated around every call."""
+    contract = contract_of(function)
+    if contract.empty:
+        return function
+    signature = inspect.signature(function)
+    scope = function.__globals__
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        # One namespace: a comprehension inside a condition sees only globals.
+        names = {**scope, **bound.arguments}
+        shown = dict(bound.arguments)
+        for text, code in contract.pre:
+            if not eval(code, names):  # the model's own docstring lines
+                raise ContractViolation(f"{function.__name__}: precondition {text!r} does not hold for {shown}")
+        try:
+            result = function(*args, **kwargs)
+        except contract.raises:
+            raise
+        except Exception as error:
+            raise ContractViolation(f"{function.__name__} raised {error!r}, which its contract does not allow") from error
+        names["__return__"] = shown["__return__"] = result
+        for text, code in contract.post:
+            if not eval(code, names):
+                raise ContractViolation(f"{function.__name__}: postcondition {text!r} does not hold for {shown}")
+        return result
+
+    call.__name__ = function.__name__
+    return call
+
+
+class Checked:
+    """A module's functions, each wrapped by :func:`checked`."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self._module = module
+        self._wrapped: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        found = self._wrapped.get(name)
+        if found is None:
+            value = getattr(self._module, name)
+            found = self._wrapped[name] = checked(value) if inspect.isfunction(value) else value
+        return found
+
+
+__all__ = ["Checked", "Contract", "ContractViolation", "checked", "contract_of"]

@@ -1,0 +1,135 @@
+"""Ways to break a store's bookkeeping, each of which its invariant check must
+catch: the invariants harness shows that the checks the differential
+harnesses lean on after every op can fail.
+
+``STORE`` corrupts an ``auxstore.BlockObjectStore`` from the inside (it knows
+the store's private fields, as ``auxspec.targets.observe_vllm`` knows
+vLLM's); ``MODEL`` corrupts a model ``State``. Each corruption applies to any
+state a trace can leave: where the part it breaks is missing, it makes one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from auxspec.model import Counters, State
+
+# ------------------------------------------------------------------ the store
+
+
+def _a_slot(store: Any) -> memoryview:
+    """A slot view of the store's arena, made if there is none yet."""
+    return store._views[0] if store._views else store._new_slot()  # type: ignore[no-any-return]
+
+
+def _closed_holds_data(store: Any) -> None:
+    store.close()
+    store._refs["k0"] = 1
+
+
+def _arena_of_another_size(store: Any) -> None:
+    store._capacity += 1
+
+
+def _more_slots_than_capacity(store: Any) -> None:
+    while len(store._views) <= store._capacity:
+        store._views.append(store._base[0 : store._object_nbytes])
+
+
+def _slot_outside_the_arena(store: Any) -> None:
+    foreign = memoryview(bytearray(store._object_nbytes))
+    if store._views:
+        store._views[0] = foreign
+    else:
+        store._views.append(foreign)
+
+
+def _key_that_is_not_a_str(store: Any) -> None:
+    store._lru[1] = _a_slot(store)
+
+
+def _key_without_a_slot(store: Any) -> None:
+    store._lru["zz"] = memoryview(bytearray(store._object_nbytes))
+
+
+def _two_keys_one_slot(store: Any) -> None:
+    slot = _a_slot(store)
+    store._lru["zy"] = slot
+    store._lru["zz"] = slot
+
+
+def _slot_no_key_holds(store: Any) -> None:
+    if len(store._views) < store._capacity:
+        store._new_slot()
+    else:  # full: forget a key, and its slot is left over
+        key = next(iter(store._lru))
+        del store._lru[key]
+        store._evictable.pop(key, None)
+
+
+def _count_below_one(store: Any) -> None:
+    store._refs["k0"] = 0
+
+
+def _evictable_order_wrong(store: Any) -> None:
+    evictable = store._evictable
+    if len(evictable) >= 2:
+        first = next(iter(evictable))
+        evictable.move_to_end(first)  # no longer the recency order
+    elif evictable:
+        evictable.clear()  # an unpinned key missing
+    else:
+        evictable["zz"] = None  # a key that is not stored, or pinned
+
+
+STORE: tuple[Callable[[Any], None], ...] = (
+    _closed_holds_data,
+    _arena_of_another_size,
+    _more_slots_than_capacity,
+    _slot_outside_the_arena,
+    _key_that_is_not_a_str,
+    _key_without_a_slot,
+    _two_keys_one_slot,
+    _slot_no_key_holds,
+    _count_below_one,
+    _evictable_order_wrong,
+)
+
+
+def corrupt_store(store: Any, which: int) -> str:
+    """Apply corruption ``which`` (modulo their number) to ``store``; its name.
+    A closed store has one thing to break: it must hold nothing."""
+    corruption = STORE[which % len(STORE)] if store._arena is not None else _closed_holds_data
+    corruption(store)
+    return corruption.__name__.strip("_").replace("_", " ")
+
+
+# ------------------------------------------------------------------ the model
+
+
+def _payload(state: State) -> bytes:
+    return b"\x00" * max(state.object_nbytes, 1)
+
+
+# name -> (corruption, words one of the violations must contain)
+MODEL: tuple[tuple[str, Callable[[State], State], str], ...] = (
+    ("unknown profile", lambda s: replace(s, profile="lenient"), "unknown profile"),
+    ("capacity below 1", lambda s: replace(s, capacity=0), "capacity 0 < 1"),
+    ("object size below 1", lambda s: replace(s, object_nbytes=0), "object_nbytes 0 < 1"),
+    (
+        "more stored than capacity",
+        lambda s: replace(s, entries=tuple((f"x{i}", _payload(s)) for i in range(s.capacity + 1))),
+        "stored > capacity",
+    ),
+    ("a key stored twice", lambda s: replace(s, entries=(("x", _payload(s)), ("x", _payload(s)))), "stored twice"),
+    ("a payload of another size", lambda s: replace(s, entries=(("x", _payload(s) + b"!"),)), "is not"),
+    ("references unsorted", lambda s: replace(s, refs=(("b", 1), ("a", 1))), "not unique and sorted"),
+    ("a count below 1", lambda s: replace(s, refs=(("a", 0),)), "below 1"),
+    ("closed with data", lambda s: replace(s, closed=True, refs=(("a", 1),)), "closed store still holds"),
+    ("a negative counter", lambda s: replace(s, counters=Counters(misses=-1)), "negative"),
+)
+
+
+__all__ = ["MODEL", "STORE", "corrupt_store"]
