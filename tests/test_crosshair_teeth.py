@@ -18,8 +18,10 @@ import pytest
 from auxspec.crosshair_check import MODEL_PATH, GroupResult, check_models
 
 # CPU seconds CrossHair gets per postcondition of a mutant; a bug that needs
-# longer than this is not reliably in reach.
-CONDITION_TIMEOUT = float(os.environ.get("AUXSPEC_TEETH_TIMEOUT", "10"))
+# longer than this is not reliably in reach. The slowest mutant here ("evict
+# the most recent key") took 12.8-13.8 CPU s with 40 s allowed, and was missed
+# in some runs with 10: 25 leaves room for a loaded machine.
+CONDITION_TIMEOUT = float(os.environ.get("AUXSPEC_TEETH_TIMEOUT", "25"))
 
 
 @dataclass(frozen=True)
@@ -70,9 +72,9 @@ MUTANTS = [
     Mutant(
         "strict capacity failure keeps the count changes",
         "put",
-        '        if state.profile == "strict":\n            return state, Err(Kind.CAPACITY)\n',
+        '        if state.profile == "strict":\n            return failed, Err(Kind.CAPACITY)\n',
         '        if state.profile == "strict":\n'
-        "            return replace(state, refs=_frozen_counts(counts)), Err(Kind.CAPACITY)\n",
+        "            return replace(failed, refs=_frozen_counts(counts)), Err(Kind.CAPACITY)\n",
     ),
     Mutant(
         "get does not refresh recency",
@@ -105,9 +107,9 @@ MUTANTS = [
     Mutant(
         "a read drops references to keys that are not stored",
         "get_concatenated",
-        "    return replace(state, entries=tuple(order.items())), Ok(data)\n",
+        "    return replace(_counted(state, hits=len(wanted)), entries=tuple(order.items())), Ok(data)\n",
         "    refs = tuple((key, count) for key, count in state.refs if key in order)\n"
-        "    return replace(state, entries=tuple(order.items()), refs=refs), Ok(data)\n",
+        "    return replace(_counted(state, hits=len(wanted)), entries=tuple(order.items()), refs=refs), Ok(data)\n",
     ),
 ]
 
@@ -137,14 +139,14 @@ CLEAN = "unmodified model"
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(330)
+@pytest.mark.timeout(600)
 def test_planted_bugs_are_found_and_the_model_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The unmodified model, on the functions the mutants are reached from (the
     # whole model is `python -m auxspec.crosshair_check`, in `make verify`).
     functions = list(dict.fromkeys(mutant.function for mutant in MUTANTS))
     models: dict[str, tuple[Path, list[str] | None]] = {CLEAN: (MODEL_PATH, functions)}
     models.update({mutant.name: (plant(mutant, tmp_path), [mutant.function]) for mutant in MUTANTS})
-    results = check_models(models, condition_timeout=CONDITION_TIMEOUT, jobs=2, max_seconds=290, fail_fast=True)
+    results = check_models(models, condition_timeout=CONDITION_TIMEOUT, jobs=2, max_seconds=540, fail_fast=True)
     with capsys.disabled():
         print()
         _report(results)
