@@ -107,9 +107,11 @@ MUTANTS = [
     Mutant(
         "a read drops references to keys that are not stored",
         "get_concatenated",
-        "    return replace(_counted(state, hits=len(wanted)), entries=tuple(order.items())), Ok(data)\n",
+        "    return replace(state, entries=tuple(order.items()), counters=_more(state.counters, hits=len(wanted))), "
+        "Ok(data)\n",
         "    refs = tuple((key, count) for key, count in state.refs if key in order)\n"
-        "    return replace(_counted(state, hits=len(wanted)), entries=tuple(order.items()), refs=refs), Ok(data)\n",
+        "    counters = _more(state.counters, hits=len(wanted))\n"
+        "    return replace(state, entries=tuple(order.items()), refs=refs, counters=counters), Ok(data)\n",
     ),
 ]
 

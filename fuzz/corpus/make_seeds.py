@@ -71,7 +71,8 @@ def seeds(name: str) -> list[bytes]:
         return encoded("upstream")
     strict = encoded("strict")
     if name == "background":
-        return [bytes([config, len(schedule)]) + schedule + data for config, schedule in BACKGROUND_PREFIXES for data in strict]
+        prefixes = [bytes([config, len(schedule)]) + schedule for config, schedule in BACKGROUND_PREFIXES]
+        return [prefix + data for prefix in prefixes for data in strict]
     if name == "model":
         # Both profiles build every store that cannot be built (the vectors hold only some).
         sizes = [bytes([profile, selector]) for profile in (0, 1) for selector in range(SPECIAL_SIZES + 8, 256)]

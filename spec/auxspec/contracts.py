@@ -41,7 +41,7 @@ def contract_of(function: Callable[..., Any]) -> Contract:
     pre: list[tuple[str, CodeType]] = []
     post: list[tuple[str, CodeType]] = []
     raises: list[type[BaseException]] = []
-    for line in inspect.getdoc(function).splitlines() if function.__doc__ else ():
+    for line in (inspect.getdoc(function) or "").splitlines():
         label, _, text = line.strip().partition(":")
         text = text.strip()
         if label == "pre":
@@ -75,7 +75,8 @@ def checked(function: Callable[..., Any]) -> Callable[..., Any]:
         except contract.raises:
             raise
         except Exception as error:
-            raise ContractViolation(f"{function.__name__} raised {error!r}, which its contract does not allow") from error
+            unexpected = f"{function.__name__} raised {error!r}, which its contract does not allow"
+            raise ContractViolation(unexpected) from error
         names["__return__"] = shown["__return__"] = result
         for text, code in contract.post:
             if not eval(code, names):

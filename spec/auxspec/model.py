@@ -237,7 +237,7 @@ def put(
         return _with(failed, order, counts), Err(Kind.CAPACITY)
     for key in victims:
         del order[key]
-    return _with(_counted(state, evictions=len(victims)), order, counts), Ok()
+    return _with(state, order, counts, evictions=len(victims)), Ok()
 
 
 def apply_pins(counts: dict[str, int], retain: list[str], release: list[str]) -> tuple[dict[str, int], list[str], bool]:
@@ -328,19 +328,21 @@ def _frozen_counts(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(counts.items()))
 
 
-def _with(state: State, order: dict[str, bytes], counts: dict[str, int]) -> State:
-    return replace(state, entries=tuple(order.items()), refs=_frozen_counts(counts))
+def _with(state: State, order: dict[str, bytes], counts: dict[str, int], evictions: int = 0) -> State:
+    counters = _more(state.counters, evictions=evictions)
+    return replace(state, entries=tuple(order.items()), refs=_frozen_counts(counts), counters=counters)
 
 
-def _counted(state: State, hits: int = 0, misses: int = 0, evictions: int = 0, capacity_failures: int = 0) -> State:
+def _counted(state: State, misses: int = 0, capacity_failures: int = 0) -> State:
     """``state`` with its counters advanced by the given amounts."""
-    c = state.counters
-    return replace(
-        state,
-        counters=Counters(
-            c.hits + hits, c.misses + misses, c.evictions + evictions, c.capacity_failures + capacity_failures
-        ),
-    )
+    return replace(state, counters=_more(state.counters, misses=misses, capacity_failures=capacity_failures))
+
+
+def _more(c: Counters, hits: int = 0, misses: int = 0, evictions: int = 0, capacity_failures: int = 0) -> Counters:
+    """``c`` advanced by the given amounts (``c`` itself when they are all 0)."""
+    if not (hits or misses or evictions or capacity_failures):
+        return c
+    return Counters(c.hits + hits, c.misses + misses, c.evictions + evictions, c.capacity_failures + capacity_failures)
 
 
 # ------------------------------------------------------------------------ reads
@@ -388,7 +390,7 @@ def _read(state: State, keys: tuple[KeyArg, ...], buffer_nbytes: int | Invalid |
         return state, Err(Kind.BUFFER)
     for key in wanted:
         order[key] = order.pop(key)
-    return replace(_counted(state, hits=len(wanted)), entries=tuple(order.items())), Ok(data)
+    return replace(state, entries=tuple(order.items()), counters=_more(state.counters, hits=len(wanted))), Ok(data)
 
 
 # ------------------------------------------------------------------------ close

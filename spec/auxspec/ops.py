@@ -208,6 +208,10 @@ class _Bytes:
 
 
 KEY_POOL = 6  # few keys, so they repeat: reuse is where the bugs are
+# The key each byte stands for, made once rather than per key decoded; under
+# strict (invalid values allowed) 255 is the non-str key 1.
+_KEYS = tuple(f"k{byte % KEY_POOL}" for byte in range(256))
+_KEYS_OR_INVALID: tuple[KeyValue, ...] = (*_KEYS[:255], 1)
 MAX_OPS = 64
 BIG = 4096  # an object size at which auxstore copies objects one by one
 # Sizes byte values from SPECIAL_SIZES on: big objects, then stores that
@@ -278,45 +282,36 @@ def _decode_observation(src: _Bytes, invalid: bool) -> Op:
 
 
 def _decode_key(src: _Bytes, invalid: bool) -> KeyValue:
-    byte = src.next()
-    if invalid and byte == 255:
-        return 1  # a non-str key
-    return f"k{byte % KEY_POOL}"
-
-
-def _bad_list(byte: int, invalid: bool, python: bool) -> Bad | None:
-    """A count byte of 250 and up stands for a list of the wrong shape."""
-    if invalid and python and byte >= 250:
-        return Bad(BAD_LISTS[byte % 2])
-    return None
+    return (_KEYS_OR_INVALID if invalid else _KEYS)[src.next()]
 
 
 def _decode_keys(src: _Bytes, invalid: bool, python: bool, most: int) -> KeyList:
     byte = src.next()
-    bad = _bad_list(byte, invalid, python)
-    if bad is not None:
-        return bad
-    return tuple(_decode_key(src, invalid) for _ in range(byte % (most + 1)))
+    if byte >= 250 and invalid and python:  # a count byte of 250 and up: a list of the wrong shape
+        return Bad(BAD_LISTS[byte % 2])
+    names, read = (_KEYS_OR_INVALID if invalid else _KEYS), src.next
+    return tuple([names[read()] for _ in range(byte % (most + 1))])
 
 
 def _decode_put(src: _Bytes, object_nbytes: int, invalid: bool, python: bool, form: str) -> Put:
     byte = src.next()
-    objects: tuple[ObjectValue, ...] | Bad | None = _bad_list(byte, invalid, python)
-    if objects is None:
+    objects: tuple[ObjectValue, ...] | Bad
+    if byte >= 250 and invalid and python:
+        objects = Bad(BAD_LISTS[byte % 2])
+    else:
         found: list[ObjectValue] = []
+        names, read = (_KEYS_OR_INVALID if invalid else _KEYS), src.next
         for _ in range(byte % 4):
-            key_byte = src.next()
-            if invalid and python and key_byte == 254:
+            key_byte = read()
+            if key_byte == 254 and invalid and python:
                 found.append(Bad(BAD_OBJECT))
                 continue
-            key: KeyValue = 1 if invalid and key_byte == 255 else f"k{key_byte % KEY_POOL}"
-            fill = src.next()
-            payload: PayloadValue = bytes([fill]) * object_nbytes
-            if invalid and fill == 254:
-                payload = bytes([fill]) * (object_nbytes + 1)  # wrong length
-            elif invalid and fill == 253:
-                payload = None  # wrong type
-            found.append((key, payload))
+            fill = read()
+            data = bytes([fill]) * object_nbytes
+            payload: PayloadValue = data
+            if fill >= 253 and invalid:
+                payload = None if fill == 253 else data + data[:1]  # wrong type, wrong length
+            found.append((names[key_byte], payload))
         objects = tuple(found)
     return Put(objects, _decode_keys(src, invalid, python, 2), _decode_keys(src, invalid, python, 2), form)
 

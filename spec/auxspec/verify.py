@@ -124,6 +124,7 @@ def compare(trace: Trace, target: Target) -> Divergence | None:
         wrong = _wrong_geometry(store, trace)
         if wrong:
             return Divergence(trace, -1, "the store's sizes are the spec's", wrong, want_new)
+        checker = getattr(store, "check_invariants", None)  # ports may offer it (auxstore does)
         for step, (op, (want, want_snapshot)) in enumerate(zip(trace.ops, expected_outcomes(trace), strict=True)):
             try:
                 got = apply(store, op)
@@ -131,7 +132,7 @@ def compare(trace: Trace, target: Target) -> Divergence | None:
                 raise  # a broken port process, not a divergence
             except Exception as error:
                 return Divergence(trace, step, _show(want, None), f"unexpected {_exception_line(error)}", want)
-            broken = _broken_invariant(store)
+            broken = _broken_invariant(checker)
             if broken:
                 return Divergence(trace, step, "the target's invariants hold", broken, want)
             try:
@@ -167,9 +168,8 @@ def _wrong_geometry(store: Any, trace: Trace) -> str | None:
     return None
 
 
-def _broken_invariant(store: Any) -> str | None:
-    # Ports may offer check_invariants() (auxstore does); it raises on a fault.
-    checker = getattr(store, "check_invariants", None)
+def _broken_invariant(checker: Callable[[], None] | None) -> str | None:
+    """What the target's ``check_invariants()`` (if it has one) raised."""
     if checker is None:
         return None
     try:
