@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The trace/vector reader on arbitrary input: a TraceError naming the line,
-never another exception."""
+"""The trace/vector reader and the port protocol's request reader on
+arbitrary input: a TraceError naming the line from the first, status 0 or 3
+from ``auxspec serve``, never another exception."""
 
 import sys
 

@@ -201,6 +201,7 @@ HEADER = '{"format": "auxspec-trace", "version": 1, "profile": "strict", "max_by
         (HEADER + '\n{"op": "put", "objects": [["a", "zz"]], "expect": {"ok": null}}', 2, "not hex"),
         (HEADER + '\n{"op": "put", "objects": [["a"]], "expect": {"ok": null}}', 2, "each object"),
         (HEADER + '\n{"op": "read_into", "keys": [], "buffer": -1, "expect": {"ok": ""}}', 2, "buffer is a size"),
+        (HEADER + '\n{"op": "read_into", "keys": [], "buffer": 1048577, "expect": {"ok": ""}}', 2, "to 1048576"),
         (HEADER + '\n{"op": "close"}', 2, 'needs "expect"'),
         (HEADER + '\n{"op": "close", "expect": {"error": "oops"}}', 2, "unknown error kind"),
         (HEADER + '\n{"op": "close", "expect": {"ok": null}}\n{"op": "get", "ke', 3, "not JSON"),

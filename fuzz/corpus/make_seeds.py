@@ -10,7 +10,7 @@ Seeds: store, invariants and model get every vector of their profile
 corruption byte for invariants, a profile byte for model, which takes both
 profiles); upstream gets the upstream vectors; background gets the store
 seeds behind a few configurations and writer schedules; trace_parser gets
-the vector files themselves. Each corpus is then rebuilt with libFuzzer's
+the vector files themselves and the protocol doc's requests. Each corpus is then rebuilt with libFuzzer's
 ``-merge=1`` into an empty folder from (old corpus + seeds), which keeps the
 smallest set of inputs that reaches the same coverage.
 
@@ -60,7 +60,10 @@ def seeds(name: str) -> list[bytes]:
 
     files = sorted(VECTORS.rglob("*.jsonl"))
     if name == "trace_parser":
-        return [path.read_bytes() for path in files]
+        # The vector files, and the requests of the protocol doc's exchange (auxspec serve reads both).
+        doc = (FUZZ.parent / "docs" / "protocol.md").read_text().split("## A full exchange", 1)[1]
+        requests = "".join(line[2:] + "\n" for line in doc.splitlines() if line.startswith("> "))
+        return [path.read_bytes() for path in files] + [requests.encode()]
     vectors = verify.load_vectors(files)
 
     def encoded(profile: str) -> list[bytes]:

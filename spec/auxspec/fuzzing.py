@@ -9,6 +9,7 @@ target and the spec disagree.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -77,10 +78,28 @@ def differential(target: Target, profile: str) -> Callable[[bytes], None]:
 
 
 def trace_parser(data: bytes) -> None:
-    """The trace reader on arbitrary text: only ``TraceError`` may come out."""
+    """The trace reader and the port protocol's request reader (``auxspec
+    serve``, over the spec's store) on arbitrary text: only ``TraceError``
+    may come out of the first, only status 0 or 3 out of the second."""
+    from auxspec.protocol import serve
+    from auxspec.reference import ReferenceStore
+
     text = data.decode("utf-8", errors="replace")
     with contextlib.suppress(TraceError):
         traces.loads(text, "<fuzz>")
+    status = serve(lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n), io.StringIO(text), _SINK, _SINK)
+    if status not in (0, 3):
+        raise AssertionError(f"auxspec serve ended with status {status}")
+
+
+class _Sink(io.StringIO):
+    """Where the protocol harness's answers and complaints go: nowhere."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+_SINK = _Sink()
 
 
 def profile_from_env(default: str) -> str:

@@ -697,6 +697,12 @@ def op_to_json(op: Op) -> dict[str, Any]:
     return body
 
 
+# The largest read_into buffer a trace or a protocol request may ask for: far
+# more than any trace reads (64 keys of 16 KiB), and a reader (auxspec serve)
+# allocates it, so a line cannot make it allocate gigabytes.
+MAX_BUFFER = 1 << 20
+
+
 class TraceError(ValueError):
     """A trace or vector file that does not follow the format; names the line."""
 
@@ -768,9 +774,9 @@ def op_from_json(line: Any, where: str) -> Op:
         buffer = line.get("buffer")
         bad = _bad_from_json(buffer, where, BAD_BUFFERS)
         _want(
-            bad is not None or (isinstance(buffer, int) and not isinstance(buffer, bool) and buffer >= 0),
+            bad is not None or (isinstance(buffer, int) and not isinstance(buffer, bool) and 0 <= buffer <= MAX_BUFFER),
             where,
-            "buffer is a size",
+            f"buffer is a size from 0 to {MAX_BUFFER}",
         )
         readonly = line.get("readonly", False)
         _want(isinstance(readonly, bool), where, "readonly must be true or false")

@@ -174,23 +174,32 @@ def process_factory(command: str, op_timeout: float = 5.0) -> tuple[Callable[[An
 # ------------------------------------------------------------------- serving
 
 
-def serve(factory: Callable[[Any, Any], Any], stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout) -> int:
+def serve(
+    factory: Callable[[Any, Any], Any],
+    stdin: IO[str] = sys.stdin,
+    stdout: IO[str] = sys.stdout,
+    stderr: IO[str] | None = None,
+) -> int:
     """Answer protocol requests on ``stdin`` with stores from ``factory``.
 
     Returns 0 at the end of input; 3 on a request that is not the protocol
-    (reported on stderr), as docs/protocol.md says a port should.
+    (reported on ``stderr``, by default the process's), as docs/protocol.md
+    says a port should.
     """
     store: Any = None
     for number, line in enumerate(stdin, start=1):
         if not line.strip():
             continue
         try:
-            request = json.loads(line)
+            try:
+                request = json.loads(line)
+            except ValueError as error:  # JSONDecodeError, or an integer longer than int() takes
+                raise TraceError(f"request line {number}: not JSON ({error})") from None
             if not isinstance(request, dict) or not isinstance(request.get("id"), int):
                 raise TraceError(f"request line {number}: needs an integer id")
             reply = _answer(request, store, factory, f"request line {number}")
-        except (ValueError, TraceError) as error:  # ValueError: JSONDecodeError, or an integer too long
-            print(f"auxspec serve: {error}", file=sys.stderr)
+        except TraceError as error:
+            print(f"auxspec serve: {error}", file=stderr or sys.stderr)
             return 3
         if "store" in reply:
             store = reply.pop("store")
