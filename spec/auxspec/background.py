@@ -784,15 +784,11 @@ class _DelayedRelease(threading.Thread):
         self.join(10.0)
 
 
-def _is_store_error(error: BaseException) -> bool:
-    return any(cls.__name__ == "BlockObjectStoreError" for cls in type(error).__mro__)
-
-
 def _observed(name: str, error: BaseException, gate: GatedStore) -> BgOutcome | str:
     """What a call that raised ``error`` did, as a model outcome (or a
     description, when it raised something the protocol does not allow)."""
     cause = gate.cause_of(error.__cause__)
-    if cause is not None and _is_store_error(error):
+    if cause is not None and binding.is_store_error(error):
         return Latched(cause)
     kind = binding.classify(name, error)
     if kind is None:
@@ -924,7 +920,7 @@ class _Run:
         if not self.gate.wait_for("finished", state.applied + waits, _GRACE):
             done = self.gate.finished - state.applied
             self.fail(f"{describe(op)} returned when the writer had applied {done} of {waits} queued batch(es)")
-        after, expected = self._expected(state, op)
+        after, expected = _background_step(state, op)
         if observed != expected:
             self.fail(f"expected {_show(expected)}, got {_show(observed)}")
         self.state = after
@@ -940,9 +936,6 @@ class _Run:
             releaser.finish()
         self.log.append(f"     -> {_show(observed)}")
         return observed, early
-
-    def _expected(self, state: BgState, op: OwnerCall) -> tuple[BgState, BgOutcome]:
-        return _background_step(state, op)
 
     def put(self, op: ops.Put) -> None:
         state = self.state

@@ -100,7 +100,7 @@ def exception_for(kind: Kind, profile: str, message: str) -> Exception:
     return narrow[kind](message)
 
 
-def _is_store_error(error: BaseException) -> bool:
+def is_store_error(error: BaseException) -> bool:
     # By name, so that a port's own BlockObjectStoreError class (vLLM's, say)
     # is recognised as well as auxstore's.
     return any(cls.__name__ == "BlockObjectStoreError" for cls in type(error).__mro__)
@@ -112,7 +112,7 @@ def classify(op: str, error: BaseException) -> Kind | None:
     not one the protocol allows (a divergence in itself)."""
     if isinstance(error, KeyError) and op == "put":
         return Kind.UNREFERENCED
-    if _is_store_error(error):
+    if is_store_error(error):
         if op == "put":
             return Kind.CAPACITY
         if op in ("get", "read_into"):

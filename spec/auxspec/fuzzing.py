@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from auxspec import traces
-from auxspec.model import Invalid, Ok
+from auxspec.model import Ok
 from auxspec.ops import (
     ALL,
     BAD_BUFFERS,
@@ -326,6 +326,7 @@ def model_contracts(data: bytes) -> None:
     both, and under ``upstream`` the step must raise ``UndefinedInput``,
     which ends the trace."""
     from auxspec import model
+    from auxspec.binding import as_size
     from auxspec.contracts import Checked, ContractViolation
     from auxspec.ops import UNDEFINED, spec_step
 
@@ -333,7 +334,7 @@ def model_contracts(data: bytes) -> None:
     trace = decode(data[1:], profile, ALL | {UNDEFINED})
     steps = Checked(model)
     try:
-        state = steps.new(_size(trace.max_bytes), _size(trace.object_nbytes), profile)
+        state = steps.new(as_size(trace.max_bytes), as_size(trace.object_nbytes), profile)
         if isinstance(state, model.Err):
             return
         for op in trace.ops:
@@ -343,12 +344,6 @@ def model_contracts(data: bytes) -> None:
             raise ModelContractBroken(f"strict raised UndefinedInput on {trace}") from None
     except ContractViolation as broken:
         raise ModelContractBroken(f"{broken}\nin {trace}") from broken
-
-
-def _size(value: SizeValue) -> int | Invalid:
-    from auxspec.binding import as_size
-
-    return as_size(value)
 
 
 # ------------------------------------------------------------- invariants harness

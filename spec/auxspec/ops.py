@@ -29,7 +29,7 @@ behind the process protocol receives plain JSON values).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from operator import length_hint
 from typing import Any, Protocol
@@ -472,8 +472,8 @@ class Call:
 def arguments(op: Put | Get | ReadInto) -> Call:
     """The Python values ``op`` stands for, in its form."""
     if isinstance(op, Put):
-        made = [_object(obj, op.form) for obj in op.objects] if not isinstance(op.objects, Bad) else []
-        objects = _pass(op.objects, op.form) if isinstance(op.objects, Bad) else _pass(tuple(made), op.form)
+        made = [] if isinstance(op.objects, Bad) else [_object(obj, op.form) for obj in op.objects]
+        objects = _pass(op.objects if isinstance(op.objects, Bad) else tuple(made), op.form)
         return Call(objects, _pass(op.retain, op.form), _pass(op.release, op.form), after=_scribble(made, op.form))
     if isinstance(op, Get):
         return Call(keys=_pass(op.keys, op.form))
@@ -584,7 +584,7 @@ def invoke(store: Any, op: Op) -> model.Value:
     return None
 
 
-STATS_FIELDS = ("stored", "capacity", "pinned", "hits", "misses", "evictions", "capacity_failures")
+STATS_FIELDS = tuple(f.name for f in fields(model.Stats))
 
 
 def describe(op: Op) -> str:
@@ -648,9 +648,14 @@ VERSION = 2  # 2 added the observations, forms and Bad shapes; a file that needs
 VERSIONS = (1, 2)
 
 
+def op_version(op: Op) -> int:
+    """The lowest format version that can hold ``op``."""
+    return 2 if needs(op) - CORE else 1
+
+
 def version_of(trace: Trace) -> int:
     """The lowest format version that can hold ``trace``."""
-    return 2 if any(needs(op) - CORE for op in trace.ops) else 1
+    return max(map(op_version, trace.ops), default=1)
 
 
 def outcome_to_json(outcome: Outcome) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from auxspec.ops import (
     expected_outcomes,
     op_from_json,
     op_to_json,
+    op_version,
     outcome_from_json,
     outcome_to_json,
     version_of,
@@ -96,7 +97,7 @@ def loads(text: str, source: str = "<trace>") -> Vector:
         where = f"{source}:{number}"
         line = _json_line(raw, where)
         op = op_from_json(line, where)
-        if header["version"] < version_of(Trace("strict", 1, 1, (op,))):
+        if header["version"] < op_version(op):
             raise TraceError(f"{where}: {op.name} with this form or shape needs format version 2, the header says 1")
         ops.append(op)
         if not isinstance(line, dict) or "expect" not in line:
