@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 # against the spec (and their coverage of it), then the bundled store is
 # verified against the spec.
 verify: $(STAMP)
-	$(BIN)/python -m auxspec.crosshair_check
+	$(BIN)/python -m auxspec.checks.crosshair
 	$(BIN)/auxspec vectors --check
 	$(BIN)/auxspec verify --max-time 60
 
@@ -27,6 +27,7 @@ test: $(STAMP) lint
 lint: $(STAMP)
 	$(BIN)/ruff check impl spec tests benchmarks fuzz
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV)

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / p) for p in ("impl", "spec")]
 
-from auxspec import targets  # noqa: E402
+from auxspec.engine import target as targets  # noqa: E402
 from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore  # noqa: E402
 
 OBJECTS, NBYTES = 16, 6144

@@ -114,7 +114,7 @@ def upstream_location(explicit: str | None) -> Path:
     if explicit is not None:
         return Path(explicit)
     try:
-        from auxspec.targets import upstream_path
+        from auxspec.engine.target import upstream_path
     except ImportError:
         pass
     else:
@@ -130,7 +130,7 @@ def upstream_location(explicit: str | None) -> Path:
 def load_module(path: Path) -> ModuleType:
     """vLLM's module, by the spec's loader when there is one."""
     try:
-        from auxspec.targets import load_module_from_path
+        from auxspec.engine.target import load_module_from_path
     except ImportError:
         pass
     else:

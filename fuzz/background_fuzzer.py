@@ -5,7 +5,7 @@ them (the inner store is gated, so the writer only moves when told).
 
 Default: auxstore's BackgroundBlockObjectStore under ``strict``, with injected
 inner faults; AUXSPEC_PROFILE=upstream drives vLLM's instead (when its module
-is available). Input layout: see auxspec.fuzzing.background_scenario.
+is available). Input layout: see auxspec.generators.background.background_scenario.
 """
 
 import sys
@@ -13,7 +13,7 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["auxstore", "auxspec"]):
-    from auxspec.fuzzing import background_harness, profile_from_env
+    from auxspec.drivers.fuzzing import background_harness, profile_from_env
 
 
 def main() -> None:

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """The invariant checks have teeth: run a decoded trace on auxstore's store
 and on the model, break each with corruption ``data[0]``
-(auxspec.corruptions), and require ``check_invariants()`` and
+(auxspec.checks.corruptions), and require ``check_invariants()`` and
 ``model.violations`` to notice. The differential harnesses trust both checks
 after every op; this harness shows they can fail.
 
 Input layout: ``data[0]`` picks the corruptions, the rest is the op alphabet
-(see auxspec.fuzzing.invariant_teeth).
+(see auxspec.drivers.fuzzing.invariant_teeth).
 """
 
 import sys
@@ -14,7 +14,7 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["auxstore", "auxspec"]):
-    from auxspec.fuzzing import invariant_teeth
+    from auxspec.drivers.fuzzing import invariant_teeth
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ bounded symbolic inputs, here on concrete traces of any length), under both
 profiles, with invalid values that ``upstream`` must refuse as undefined.
 
 Input layout: ``data[0]`` picks the profile, the rest is the op alphabet
-(see auxspec.fuzzing.model_contracts).
+(see auxspec.drivers.fuzzing.model_contracts).
 """
 
 import sys
@@ -13,7 +13,7 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["auxspec"]):
-    from auxspec.fuzzing import model_contracts
+    from auxspec.drivers.fuzzing import model_contracts
 
 
 def main() -> None:

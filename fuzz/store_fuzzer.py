@@ -14,7 +14,7 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["auxstore", "auxspec"]):
-    from auxspec.fuzzing import differential, profile_from_env, target_from_env
+    from auxspec.drivers.fuzzing import differential, profile_from_env, target_from_env
 
 TestOneInput = differential(target_from_env(), profile_from_env("strict"))
 

@@ -8,7 +8,7 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["auxspec"]):
-    from auxspec.fuzzing import trace_parser
+    from auxspec.drivers.fuzzing import trace_parser
 
 
 def main() -> None:

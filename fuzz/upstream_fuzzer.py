@@ -10,9 +10,8 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["auxspec"]):
-    from auxspec.fuzzing import differential
-    from auxspec.targets import upstream_path
-    from auxspec.verify import load_target
+    from auxspec.drivers.fuzzing import differential
+    from auxspec.engine.target import load_target, upstream_path
 
 
 def main() -> None:

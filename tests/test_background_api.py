@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from auxspec import background as bg
+from auxspec.drivers import gated
+from auxspec.reference import background as bgref
 from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore, BlockObjectStoreError
 
 N = 4
@@ -18,9 +19,9 @@ def obj(key: str, fill: int = 1) -> BlockObject:
     return BlockObject(key, bytes([fill]) * N)
 
 
-def _gate(capacity: int = 4, inner: Any = None) -> bg.GatedStore:
+def _gate(capacity: int = 4, inner: Any = None) -> gated.GatedStore:
     inner = inner or BlockObjectStore(max_bytes=capacity * N, object_nbytes=N)
-    return bg.GatedStore(inner, lambda store: store.snapshot(), timeout=10.0)
+    return gated.GatedStore(inner, lambda store: store.snapshot(), timeout=10.0)
 
 
 @pytest.mark.parametrize(
@@ -35,7 +36,7 @@ def test_max_pending_batches_is_an_int_of_at_least_one(bound: Any, error: type[E
     assert threading.active_count() == threads  # no writer was started
     # The reference agrees.
     with pytest.raises(error):
-        bg.ReferenceBackgroundStore({"max_bytes": 4 * N, "object_nbytes": N}, max_pending_batches=bound)
+        bgref.ReferenceBackgroundStore({"max_bytes": 4 * N, "object_nbytes": N}, max_pending_batches=bound)
 
 
 @pytest.mark.timeout(30)
@@ -169,10 +170,10 @@ def test_read_into_needs_an_inner_store_with_it() -> None:
     # vLLM's store has no read_into, and no way to tell a missing key from a
     # short buffer without moving the keys it reads: no emulation, and the
     # store is still usable afterwards.
-    target = bg.upstream_target()
+    target = gated.upstream_target()
     if target is None:
         pytest.skip("vLLM's module is absent")
-    inner = target.make_inner(4 * N, N)
+    inner = target.factory(4 * N, N)
     with BackgroundBlockObjectStore(inner, max_pending_batches=1) as store:
         store.put([obj("a", 7)])
         with pytest.raises(AttributeError, match="read_into"):

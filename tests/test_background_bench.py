@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from auxspec import targets
+from auxspec.engine import target as targets
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_background.py"
 ROWS = ("busy median", "busy p99", "busy p99.9", "busy max", "idle median", "idle p99", "throughput")

@@ -13,7 +13,9 @@ from collections.abc import Callable
 
 import pytest
 
-from auxspec import background as bg
+from auxspec.drivers import gated
+from auxspec.engine import ops as alphabet
+from auxspec.generators import background as scen
 from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore, BlockObjectStoreError, CapacityError
 
 N = 4  # object_nbytes
@@ -35,9 +37,9 @@ FAULTS: dict[str, Callable[[], BaseException]] = {
 }
 
 
-def _gated(capacity: int = 4, faults: dict[int, Callable[[], BaseException]] | None = None) -> bg.GatedStore:
+def _gated(capacity: int = 4, faults: dict[int, Callable[[], BaseException]] | None = None) -> gated.GatedStore:
     inner = BlockObjectStore(max_bytes=capacity * N, object_nbytes=N)
-    return bg.GatedStore(inner, lambda store: store.snapshot(), faults=faults, timeout=10.0)
+    return gated.GatedStore(inner, lambda store: store.snapshot(), faults=faults, timeout=10.0)
 
 
 def _assert_latched(call: Callable[[], object], cause: BaseException) -> None:
@@ -46,7 +48,7 @@ def _assert_latched(call: Callable[[], object], cause: BaseException) -> None:
     assert raised.value.__cause__ is cause
 
 
-def _check_failed_store(store: BackgroundBlockObjectStore, gate: bg.GatedStore, cause: BaseException) -> None:
+def _check_failed_store(store: BackgroundBlockObjectStore, gate: gated.GatedStore, cause: BaseException) -> None:
     """Every later call reports the failure; close once; then nothing is left."""
     _assert_latched(lambda: store.put([obj("later")]), cause)
     _assert_latched(lambda: store.get_concatenated([]), cause)
@@ -141,18 +143,18 @@ def test_owner_blocked_on_a_full_queue_while_the_writer_fails(name: str) -> None
 @pytest.mark.timeout(30)
 def test_vllm_latches_the_same_faults() -> None:
     """The same failures on vLLM's background store, under the upstream spec."""
-    target = bg.upstream_target()
+    target = gated.upstream_target()
     if target is None:
         pytest.skip("vLLM's module (../shared/upstream/vllm_store.py or $AUXSTORE_UPSTREAM) is absent")
     ops = (
-        bg.Put((("a", b"\x01\x01"),)),
-        bg.Put((("b", b"\x02\x02"),)),
-        bg.Put((("c", b"\x03\x03"),)),
-        bg.Release(1),
-        bg.Get(("a",)),
+        alphabet.Put((("a", b"\x01\x01"),)),
+        alphabet.Put((("b", b"\x02\x02"),)),
+        alphabet.Put((("c", b"\x03\x03"),)),
+        scen.Release(1),
+        alphabet.Get(("a",)),
     )
     for index in range(3):
         for fault in FAULTS.values():
-            scenario = bg.Scenario("upstream", 4, 2, 2, ops, faults=((index, fault),))
-            report = bg.run_scenario(target, scenario)
+            scenario = scen.Scenario("upstream", 4, 2, 2, ops, faults=((index, fault),))
+            report = gated.run_scenario(target, scenario)
             assert report.inner_calls == index + 1  # stopped at the fault

@@ -2,7 +2,7 @@
 
 The inner store is a ``GatedStore``: its put waits until the test gives a
 permit, so Hypothesis decides where the writer stands at every owner call
-(``Release`` ops), and ``auxspec.background.run_scenario`` checks every owner
+(``Release`` ops), and ``auxspec.drivers.gated.run_scenario`` checks every owner
 outcome against the spec, the writer's inner calls, the final inner state
 against the sequential spec's, and that no thread outlives close.
 
@@ -17,10 +17,13 @@ import contextlib
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from auxspec import background as bg
+from auxspec.drivers import gated
+from auxspec.engine import ops as alphabet
+from auxspec.engine.target import Target
+from auxspec.generators import background as scen
 from auxstore import BackgroundBlockObjectStore, BlockObjectStoreError
 
-UPSTREAM = bg.upstream_target()
+UPSTREAM = gated.upstream_target()
 needs_upstream = pytest.mark.skipif(
     UPSTREAM is None, reason="vLLM's module (../shared/upstream/vllm_store.py or $AUXSTORE_UPSTREAM) is absent"
 )
@@ -33,18 +36,18 @@ MACHINE = settings(
 
 @pytest.mark.timeout(240)
 @MACHINE
-@given(bg.scenarios("strict"))
-def test_auxstore_follows_the_spec(scenario: bg.Scenario) -> None:
-    bg.run_scenario(bg.auxstore_target(), scenario)
+@given(scen.scenarios("strict"))
+def test_auxstore_follows_the_spec(scenario: scen.Scenario) -> None:
+    gated.run_scenario(gated.auxstore_target(), scenario)
 
 
 @needs_upstream
 @pytest.mark.timeout(240)
 @MACHINE
-@given(bg.scenarios("upstream"))
-def test_vllm_follows_the_upstream_spec(scenario: bg.Scenario) -> None:
+@given(scen.scenarios("upstream"))
+def test_vllm_follows_the_upstream_spec(scenario: scen.Scenario) -> None:
     assert UPSTREAM is not None
-    bg.run_scenario(UPSTREAM, scenario)
+    gated.run_scenario(UPSTREAM, scenario)
 
 
 # ------------------------------------------------------------- planted writers
@@ -92,17 +95,17 @@ A, B, C = (("a", b"\x01\x01"),), (("b", b"\x02\x02"),), (("c", b"\x03\x03"),)
 TOO_BIG = (("x", b"\x04\x04"), ("y", b"\x05\x05"))  # two protected keys, capacity 1
 
 # For each bug, a minimal scenario that shows it (a regression that needs no luck).
-PLANTED: list[tuple[type[BackgroundBlockObjectStore], tuple[bg.Op, ...]]] = [
-    (ReadsDoNotWait, (bg.Put(A), bg.Get(("a",)))),
-    (FailureNotSticky, (bg.Put(TOO_BIG), bg.Release(1), bg.Flush(), bg.Put(B), bg.Flush())),
-    (CloseDropsQueued, (bg.Put(A), bg.Put(B), bg.Close())),
-    (CloseSwallowsFailure, (bg.Put(TOO_BIG), bg.Close())),
+PLANTED: list[tuple[type[BackgroundBlockObjectStore], tuple[alphabet.Op, ...]]] = [
+    (ReadsDoNotWait, (alphabet.Put(A), alphabet.Get(("a",)))),
+    (FailureNotSticky, (alphabet.Put(TOO_BIG), scen.Release(1), alphabet.Flush(), alphabet.Put(B), alphabet.Flush())),
+    (CloseDropsQueued, (alphabet.Put(A), alphabet.Put(B), alphabet.Close())),
+    (CloseSwallowsFailure, (alphabet.Put(TOO_BIG), alphabet.Close())),
 ]
 
 
-def _search(target: bg.Target, examples: int) -> bg.Violation | None:
+def _search(target: Target, examples: int) -> gated.Violation | None:
     """The first violation Hypothesis finds in ``examples`` scenarios, or None."""
-    found: list[bg.Violation] = []
+    found: list[gated.Violation] = []
 
     @settings(
         max_examples=examples,
@@ -112,11 +115,11 @@ def _search(target: bg.Target, examples: int) -> bg.Violation | None:
         report_multiple_bugs=False,
         suppress_health_check=list(HealthCheck),
     )
-    @given(bg.scenarios("strict", faults=False))
-    def probe(scenario: bg.Scenario) -> None:
+    @given(scen.scenarios("strict", faults=False))
+    def probe(scenario: scen.Scenario) -> None:
         try:
-            bg.run_scenario(target, scenario, delay=0.002)
-        except bg.Violation as violation:
+            gated.run_scenario(target, scenario, delay=0.002)
+        except gated.Violation as violation:
             found.append(violation)
             raise
 
@@ -129,13 +132,15 @@ def _search(target: bg.Target, examples: int) -> bg.Violation | None:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(("variant", "ops"), PLANTED, ids=[cls.__name__ for cls, _ in PLANTED])
-def test_the_machine_catches_a_planted_bug(variant: type[BackgroundBlockObjectStore], ops: tuple[bg.Op, ...]) -> None:
-    target = bg.auxstore_target(variant, label=variant.__name__)
+def test_the_machine_catches_a_planted_bug(
+    variant: type[BackgroundBlockObjectStore], ops: tuple[alphabet.Op, ...]
+) -> None:
+    target = gated.auxstore_target(variant, label=variant.__name__)
     # The minimal scenario fails on the variant and passes on auxstore.
-    scenario = bg.Scenario("strict", 2, 2, 2, ops)
-    bg.run_scenario(bg.auxstore_target(), scenario)
-    with pytest.raises(bg.Violation):
-        bg.run_scenario(target, scenario)
+    scenario = scen.Scenario("strict", 2, 2, 2, ops)
+    gated.run_scenario(gated.auxstore_target(), scenario)
+    with pytest.raises(gated.Violation):
+        gated.run_scenario(target, scenario)
     # And Hypothesis finds it on its own.
     violation = _search(target, examples=300)
     assert violation is not None, f"the machine did not catch {variant.__name__}"
@@ -145,5 +150,5 @@ def test_the_machine_catches_a_planted_bug(variant: type[BackgroundBlockObjectSt
 def test_a_correct_store_passes_the_planted_scenarios() -> None:
     # Guards the regressions above: they must fail for the bug, not the scenario.
     for _, ops in PLANTED:
-        report = bg.run_scenario(bg.auxstore_target(), bg.Scenario("strict", 2, 2, 2, ops))
+        report = gated.run_scenario(gated.auxstore_target(), scen.Scenario("strict", 2, 2, 2, ops))
         assert report.steps == len(ops) + 1

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auxspec import ReferenceBackgroundStore, ReferenceStore, model
-from auxspec import background as bg
-from auxspec.model import Err, Kind, Ok
+from auxspec import ReferenceBackgroundStore, ReferenceStore
+from auxspec.models import background as bg
+from auxspec.models import sequential as model
+from auxspec.models.sequential import Err, Kind, Ok
 from auxstore import BlockObject, BlockObjectStoreError, UnreferencedKeyError
 
 PROFILES = ("strict", "upstream")

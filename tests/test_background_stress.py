@@ -16,9 +16,12 @@ import time
 
 import pytest
 
-from auxspec import background as bg
-from auxspec import model, observe
-from auxspec.model import Ok
+from auxspec.drivers import gated
+from auxspec.models import background as bg
+from auxspec.models import sequential as model
+from auxspec.models.sequential import Ok
+from auxspec.reference import background as bgref
+from auxspec.reference.store import observe
 from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore
 
 OPS = 100_000
@@ -27,8 +30,8 @@ NBYTES, CAPACITY, BOUND = 8, 8, 3
 KEYS = [f"k{i}" for i in range(12)]
 
 
-def _outcome(error: BaseException | None, gate: bg.GatedStore, value: bytes | None, op: str) -> bg.BgOutcome | str:
-    return Ok(value) if error is None else bg._observed(op, error, gate)
+def _outcome(error: BaseException | None, gate: gated.GatedStore, value: bytes | None, op: str) -> bg.BgOutcome | str:
+    return Ok(value) if error is None else gated._observed(op, error, gate)
 
 
 class Follower:
@@ -58,7 +61,7 @@ class Follower:
 
 
 def _segment(rnd: random.Random, ops: int, fail_at: int | None, behind: list[int]) -> int:
-    gate = bg.GatedStore(
+    gate = gated.GatedStore(
         BlockObjectStore(max_bytes=CAPACITY * NBYTES, object_nbytes=NBYTES), lambda s: s.snapshot(), gated=False
     )
     store = BackgroundBlockObjectStore(gate, max_pending_batches=BOUND)
@@ -78,7 +81,7 @@ def _segment(rnd: random.Random, ops: int, fail_at: int | None, behind: list[int
                 store.put(objects, retain_keys=retains, release_keys=releases)
             except Exception as caught:
                 error = caught
-            spec.put(bg.batch_of(objects, retains, releases), _outcome(error, gate, None, "put"))
+            spec.put(bgref.batch_of(objects, retains, releases), _outcome(error, gate, None, "put"))
         else:
             keys = tuple(rnd.sample(KEYS, rnd.randint(0, 2)))
             # The real writer is behind when it has applied fewer batches than
@@ -139,6 +142,6 @@ def test_stress_against_the_sequential_spec() -> None:
 
 def test_the_follower_rejects_a_wrong_read() -> None:
     spec = Follower(BOUND)
-    spec.put(bg.batch_of([BlockObject("k0", b"\x01" * NBYTES)], [], []), Ok())
+    spec.put(bgref.batch_of([BlockObject("k0", b"\x01" * NBYTES)], [], []), Ok())
     with pytest.raises(AssertionError):
         spec.read(("k0",), Ok(b"\x02" * NBYTES))

@@ -23,22 +23,14 @@ from typing import Any
 
 import pytest
 
-from auxspec import cli, verify
-from auxspec.ops import (
-    CORE,
-    Close,
-    Get,
-    Op,
-    Put,
-    ReadInto,
-    Trace,
-    decode,
-    expected_new,
-    expected_outcomes,
-    op_to_json,
-    trace_needs,
-)
-from auxspec.ops import outcome_to_json as outcome_json
+from auxspec import cli
+from auxspec.drivers import verify
+from auxspec.engine.codec import decode
+from auxspec.engine.expect import expected_new, expected_outcomes
+from auxspec.engine.ops import CORE, Close, Get, Op, Put, ReadInto, Trace
+from auxspec.engine.table import trace_needs
+from auxspec.engine.traces import op_to_json
+from auxspec.engine.traces import outcome_to_json as outcome_json
 from auxstore import StoreSnapshot
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -340,8 +332,8 @@ RAW_LINES = [
 
 
 def test_raw_lines_answer_as_auxspec_serve(auxport: Path) -> None:
-    from auxspec.protocol import serve
-    from auxspec.reference import ReferenceStore
+    from auxspec.drivers.protocol import serve
+    from auxspec.reference.store import ReferenceStore
 
     valid = RAW_LINES[:-1]  # the last is not JSON (leading zeros): both must stop with 3
     reference = io.StringIO()

@@ -1,7 +1,7 @@
 """CrossHair has teeth: bugs planted in copies of the model are found.
 
 Each mutant is an exact text replacement in a step function of
-``spec/auxspec/model.py`` (the replacement must match exactly once, so a
+``spec/auxspec/models/sequential.py`` (the replacement must match exactly once, so a
 drifted model fails here instead of silently planting nothing). CrossHair
 checks only the function the bug is reached from, and stops a mutant at its
 first counterexample. The unmodified model must pass the same check.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from auxspec.crosshair_check import MODEL_PATH, GroupResult, check_models
+from auxspec.checks.crosshair import MODEL_PATH, GroupResult, check_models
 
 # CPU seconds CrossHair gets per postcondition of a mutant; a bug that needs
 # longer than this is not reliably in reach. The slowest mutant here ("evict
@@ -144,7 +144,7 @@ CLEAN = "unmodified model"
 @pytest.mark.timeout(600)
 def test_planted_bugs_are_found_and_the_model_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The unmodified model, on the functions the mutants are reached from (the
-    # whole model is `python -m auxspec.crosshair_check`, in `make verify`).
+    # whole model is `python -m auxspec.checks.crosshair`, in `make verify`).
     functions = list(dict.fromkeys(mutant.function for mutant in MUTANTS))
     models: dict[str, tuple[Path, list[str] | None]] = {CLEAN: (MODEL_PATH, functions)}
     models.update({mutant.name: (plant(mutant, tmp_path), [mutant.function]) for mutant in MUTANTS})
@@ -176,7 +176,7 @@ def test_dict_keeps_cpython_order_inside_crosshair() -> None:
     from crosshair.core_and_libs import standalone_statespace
     from crosshair.tracers import NoTracing
 
-    from auxspec.crosshair_check import install_ordered_dict
+    from auxspec.checks.crosshair import install_ordered_dict
 
     original = core._PATCH_REGISTRATIONS[dict]
     install_ordered_dict()

@@ -2,7 +2,7 @@
 
 A file's blocks run in order in one shared namespace, each block as its own
 test (named by file and line). A block whose first line is
-``# requires: upstream`` needs vLLM's module (``auxspec.targets.load_upstream``)
+``# requires: upstream`` needs vLLM's module (``auxspec.engine.target.load_upstream``)
 and is skipped, with that reason, when it is absent. So that skipping is
 clean, the other blocks must not use names such blocks define; this is
 checked by running each file once without them.
@@ -18,7 +18,7 @@ from types import CodeType
 
 import pytest
 
-from auxspec.targets import upstream_path
+from auxspec.engine.target import upstream_path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 REQUIRES_UPSTREAM = "# requires: upstream"

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from auxspec import traces, verify
-from auxspec.targets import upstream_path
+from auxspec.engine import traces
+from auxspec.engine.compare import compare
+from auxspec.engine.target import load_target, upstream_path
 
 ROOT = Path(__file__).resolve().parents[1]
 FUZZ = ROOT / "fuzz"
@@ -129,5 +130,5 @@ def test_planted_bug_is_found_and_reproduced(name: str, tmp_path: Path) -> None:
     written = sorted(out.glob("*.jsonl"))
     assert len(written) == 1, written
     vector = traces.load(written[0])
-    assert verify.compare(vector.trace, verify.load_target(str(buggy))) is not None
-    assert verify.compare(vector.trace, verify.load_target(None)) is None
+    assert compare(vector.trace, load_target(str(buggy))) is not None
+    assert compare(vector.trace, load_target(None)) is None

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from auxspec import model
-from auxspec.fuzzing import ModelContractBroken, ToothlessCheck, invariant_teeth, model_contracts
+from auxspec.drivers.fuzzing import ModelContractBroken, ToothlessCheck, invariant_teeth, model_contracts
+from auxspec.models import sequential as model
 from auxstore import BlockObjectStore
 
 CORPUS = Path(__file__).resolve().parents[1] / "fuzz" / "corpus"

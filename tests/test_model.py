@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from auxspec import model
-from auxspec.model import Err, Invalid, Kind, Ok, State, UndefinedInput, check, violations
+from auxspec.models import sequential as model
+from auxspec.models.sequential import Err, Invalid, Kind, Ok, State, UndefinedInput, check, violations
 
 PROFILES = ("strict", "upstream")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from auxspec import cli
-from auxspec.protocol import serve
-from auxspec.reference import ReferenceStore
+from auxspec.drivers.protocol import serve
+from auxspec.reference.store import ReferenceStore
 
 PY = shlex.quote(sys.executable)
 SERVE = f"{PY} -m auxspec.cli serve"
@@ -27,7 +27,7 @@ def _verify(*args: str) -> int:
 @pytest.mark.timeout(120)
 def test_serve_behind_exec_conforms() -> None:
     assert _verify("--exec", SERVE) == 0
-    assert _verify("--exec", f"{SERVE} auxspec.reference:ReferenceStore") == 0
+    assert _verify("--exec", f"{SERVE} auxspec:ReferenceStore") == 0
 
 
 def test_the_documented_exchange() -> None:
@@ -62,8 +62,8 @@ def _port(tmp_path: Path, body: str) -> str:
         textwrap.dedent(
             """
             import io, json, sys
-            from auxspec.protocol import serve
-            from auxspec.reference import ReferenceStore
+            from auxspec.drivers.protocol import serve
+            from auxspec.reference.store import ReferenceStore
 
             factory = lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n)
             seen = {"n": 0, "news": 0}
@@ -148,5 +148,5 @@ def test_a_port_that_ignores_new_diverges(tmp_path: Path) -> None:
 
 
 def test_exec_and_target_together_is_a_usage_error() -> None:
-    assert _verify("auxspec.reference:ReferenceStore", "--exec", SERVE) == 2
+    assert _verify("auxspec:ReferenceStore", "--exec", SERVE) == 2
     assert _verify("--exec", "/no/such/program") == 2

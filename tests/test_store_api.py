@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from auxspec.reference import ReferenceStore
+from auxspec.reference.store import ReferenceStore
 from auxstore import BlockObject, BlockObjectStore, MissingKeyError, StoreStats
 from auxstore._store import InvariantError
 
@@ -175,7 +175,7 @@ def test_first_write_wins_and_batches_dedupe_to_the_last_payload() -> None:
 
 
 def test_accepts_vllm_block_objects() -> None:
-    from auxspec import targets
+    from auxspec.engine import target as targets
 
     module = targets.load_upstream()
     if module is None:

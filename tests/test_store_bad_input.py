@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from auxspec import binding
-from auxspec.model import Kind
-from auxspec.reference import ReferenceStore
+from auxspec.models.sequential import Kind
+from auxspec.reference import binding
+from auxspec.reference.store import ReferenceStore
 from auxstore import BlockObject, BlockObjectStore, BlockObjectStoreError
 
 NBYTES = 4

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from auxspec import targets
-from auxspec.stateful import DifferentialMachine, Divergence, differential_machine
+from auxspec.drivers.stateful import DifferentialMachine, DivergenceFound, differential_machine
+from auxspec.engine import target as targets
 from auxstore import BlockObjectStore, CapacityError
 
 StoreMachine = differential_machine(
@@ -69,7 +69,7 @@ def test_machine_catches_a_broken_store(broken: type[BlockObjectStore]) -> None:
     machine = differential_machine(
         lambda max_bytes, object_nbytes: broken(max_bytes=max_bytes, object_nbytes=object_nbytes)
     )
-    with pytest.raises(Divergence):
+    with pytest.raises(DivergenceFound):
         run_state_machine_as_test(machine, settings=_FIND_BUG)
 
 

@@ -11,15 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auxspec import cli, traces, verify
-from auxspec.model import Err, Kind, Ok, Stats
-from auxspec.ops import (
+from auxspec import cli
+from auxspec.engine import traces
+from auxspec.engine.codec import BIG, SPECIAL_SIZES, decode
+from auxspec.engine.compare import compare
+from auxspec.engine.expect import expected_new
+from auxspec.engine.ops import (
     ALL,
-    BIG,
     CORE,
     FORMS,
     SHAPES,
-    SPECIAL_SIZES,
     Bad,
     Close,
     Contains,
@@ -32,14 +33,12 @@ from auxspec.ops import (
     Put,
     ReadInto,
     Trace,
-    TraceError,
-    decode,
-    expected_new,
-    needs,
-    op_from_json,
-    op_to_json,
 )
-from auxspec.ops import Stats as StatsOp
+from auxspec.engine.ops import Stats as StatsOp
+from auxspec.engine.table import needs
+from auxspec.engine.target import load_target
+from auxspec.engine.traces import TraceError, op_from_json, op_to_json
+from auxspec.models.sequential import Err, Kind, Ok, Stats
 
 
 def _invalid_values(op: Op) -> list[object]:
@@ -218,7 +217,7 @@ def test_malformed_traces_name_the_line(text: str, line: int, words: str) -> Non
 
 BUGGY_PORT = textwrap.dedent(
     """
-    from auxspec.reference import ReferenceStore
+    from auxspec.reference.store import ReferenceStore
 
     class BlockObjectStore(ReferenceStore):
         # Planted bug: a read does not make its keys most recent.
@@ -234,7 +233,7 @@ BUGGY_PORT = textwrap.dedent(
 def test_verify_passes_the_reference_and_catches_a_planted_bug(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main(["verify", "auxspec.reference:ReferenceStore", "--max-time", "2", "--seed", "1"]) == 0
+    assert cli.main(["verify", "auxspec:ReferenceStore", "--max-time", "2", "--seed", "1"]) == 0
     port = tmp_path / "port.py"
     port.write_text(BUGGY_PORT)
     out = tmp_path / "found.jsonl"
@@ -246,7 +245,7 @@ def test_verify_passes_the_reference_and_catches_a_planted_bug(
     found = traces.load(out)
     # The written vector replays the divergence and the spec still stands by it.
     assert traces.vector_from_trace(found.trace, "again").expected == found.expected
-    assert verify.compare(found.trace, verify.load_target(str(port))) is not None
+    assert compare(found.trace, load_target(str(port))) is not None
     assert any(isinstance(op, Get) for op in found.trace.ops)
 
 
@@ -256,7 +255,7 @@ def test_verify_rejects_bad_targets_and_vectors_with_exit_2(tmp_path: Path) -> N
     assert cli.main(["verify", str(tmp_path / "missing.py")]) == 2
     bad = tmp_path / "bad.jsonl"
     bad.write_text(HEADER + "\n{broken\n")
-    assert cli.main(["verify", "auxspec.reference:ReferenceStore", "--vectors", str(bad)]) == 2
+    assert cli.main(["verify", "auxspec:ReferenceStore", "--vectors", str(bad)]) == 2
     with pytest.raises(SystemExit) as usage:
         cli.main(["verify", "--profile", "lenient"])
     assert usage.value.code == 2
@@ -267,8 +266,9 @@ def test_verify_rejects_bad_targets_and_vectors_with_exit_2(tmp_path: Path) -> N
 def test_the_fast_spec_path_agrees_with_reference_store(data: bytes, profile: str) -> None:
     # expected_outcomes steps the model directly; ReferenceStore goes through
     # the binding and exceptions. Both are the spec and must say the same.
-    from auxspec.ops import apply, construct, expected_outcomes
-    from auxspec.reference import ReferenceStore
+    from auxspec.engine.compare import apply, construct
+    from auxspec.engine.expect import expected_outcomes
+    from auxspec.reference.store import ReferenceStore
 
     trace = decode(data, profile)
     store, built = construct(lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n, profile=profile), trace)

@@ -1,7 +1,7 @@
 """The ``upstream`` profile agrees with vLLM's own module on every valid input.
 
 Every return value, exception class and snapshot is compared after each step
-(see ``auxspec.upstream_agreement``). A failure here on a valid input means the
+(see ``auxspec.drivers.upstream_agreement``). A failure here on a valid input means the
 spec is wrong, unless DESIGN.md lists the case as a deviation.
 """
 
@@ -15,11 +15,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from auxspec.ops import Close, Get, Put, Trace
-from auxspec.reference import ReferenceStore
-from auxspec.targets import UPSTREAM_ENV, load_module_from_path, load_upstream, observe_vllm, upstream_path
-from auxspec.upstream_agreement import (
-    Divergence,
+from auxspec.drivers.upstream_agreement import (
+    DivergenceFound,
     construct_both,
     error_label,
     programs,
@@ -27,6 +24,9 @@ from auxspec.upstream_agreement import (
     run_agreement,
     upstream_trace,
 )
+from auxspec.engine.ops import Close, Get, Put, Trace
+from auxspec.engine.target import UPSTREAM_ENV, load_module_from_path, load_upstream, observe_vllm, upstream_path
+from auxspec.reference.store import ReferenceStore
 from auxstore import BlockObjectStoreError, UnreferencedKeyError
 
 _UPSTREAM = load_upstream()
@@ -116,7 +116,7 @@ def test_error_labels_are_exact(vllm: ModuleType) -> None:
 def test_a_strict_store_is_caught_diverging(vllm: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     # The strict profile differs from vLLM on a capacity failure: the harness
     # must notice, or its green runs would mean nothing.
-    import auxspec.upstream_agreement as agreement
+    import auxspec.drivers.upstream_agreement as agreement
 
     def strict(*, max_bytes: int, object_nbytes: int, profile: str) -> ReferenceStore:
         return ReferenceStore(max_bytes=max_bytes, object_nbytes=object_nbytes, profile="strict")
@@ -125,7 +125,7 @@ def test_a_strict_store_is_caught_diverging(vllm: ModuleType, monkeypatch: pytes
     # Capacity failure: "a" is pinned and "b", "c" are protected; upstream
     # keeps the retain of "x", strict does not.
     program = upstream_trace(2, 1, (Put((("a", b"1"),), retain=("a",)), Put((("b", b"2"), ("c", b"3")), retain=("x",))))
-    with pytest.raises(Divergence, match=r"step 1"):
+    with pytest.raises(DivergenceFound, match=r"step 1"):
         run_agreement(vllm, program)
 
 

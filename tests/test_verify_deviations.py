@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from auxspec import cli
-from auxspec.deviations import DEVIATIONS
-from auxspec.targets import upstream_path
+from auxspec.engine.deviations import DEVIATIONS
+from auxspec.engine.target import upstream_path
 
 UPSTREAM = upstream_path()
 needs_upstream = pytest.mark.skipif(

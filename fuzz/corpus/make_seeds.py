@@ -6,7 +6,7 @@ write the dictionaries.
     fuzz/corpus/make_seeds.py --dictionaries
 
 Seeds: store, invariants and model get every vector of their profile
-(bundled and regressions) encoded with ``auxspec.fuzzing.encode`` (behind a
+(bundled and regressions) encoded with ``auxspec.engine.codec.encode`` (behind a
 corruption byte for invariants, a profile byte for model, which takes both
 profiles); upstream gets the upstream vectors; background gets the store
 seeds behind a few configurations and writer schedules; trace_parser gets
@@ -15,7 +15,7 @@ the vector files themselves and the protocol doc's requests. Each corpus is then
 smallest set of inputs that reaches the same coverage.
 
 ``--dictionaries`` rewrites fuzz/<harness>.dict from
-``auxspec.fuzzing.dictionary`` (all but trace_parser's, which is JSON text
+``auxspec.drivers.fuzzing.dictionary`` (all but trace_parser's, which is JSON text
 written by hand); tests/test_fuzz_corpus.py checks they are current.
 """
 
@@ -55,8 +55,7 @@ BACKGROUND_PREFIXES = (
 
 def seeds(name: str) -> list[bytes]:
     from auxspec import verify
-    from auxspec.fuzzing import encode
-    from auxspec.ops import SPECIAL_SIZES
+    from auxspec.engine.codec import SPECIAL_SIZES, encode
 
     files = sorted(VECTORS.rglob("*.jsonl"))
     if name == "trace_parser":
@@ -87,7 +86,7 @@ def seeds(name: str) -> list[bytes]:
 
 
 def write_dictionaries() -> None:
-    from auxspec.fuzzing import dictionary_text
+    from auxspec.drivers.fuzzing import dictionary_text
 
     for name in DICTIONARIES:
         (FUZZ / f"{name}.dict").write_text(dictionary_text(name))

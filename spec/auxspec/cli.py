@@ -13,9 +13,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from auxspec import traces, verify
-from auxspec.ops import Trace, TraceError, decode, describe, expected_outcomes, outcome_to_json, trace_needs
-from auxspec.protocol import ProtocolError
+from auxspec import vectors
+from auxspec.drivers import verify
+from auxspec.drivers.protocol import ProtocolError, main_serve
+from auxspec.engine import traces
+from auxspec.engine.codec import decode
+from auxspec.engine.compare import Divergence, compare
+from auxspec.engine.deviations import DEVIATIONS
+from auxspec.engine.expect import expected_outcomes
+from auxspec.engine.ops import Trace
+from auxspec.engine.table import describe, trace_needs
+from auxspec.engine.target import Target, load_target
+from auxspec.engine.traces import TraceError, outcome_to_json
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
 REGRESSIONS = BUNDLED_VECTORS / "regressions"
@@ -88,7 +97,6 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "serve":
-        from auxspec.protocol import main_serve
 
         try:
             return main_serve(args.target)
@@ -115,7 +123,7 @@ def _verify(args: argparse.Namespace) -> int:
         if args.exec_command:  # started last: nothing after it can fail and leave it running
             target, stop_port = verify.exec_target(args.exec_command, args.op_timeout)
         else:
-            target = verify.load_target(args.target)
+            target = load_target(args.target)
     except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
@@ -130,7 +138,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _check(
-    args: argparse.Namespace, target: verify.Target, vectors: list[traces.Vector], report: dict[str, Any]
+    args: argparse.Namespace, target: Target, vectors: list[traces.Vector], report: dict[str, Any]
 ) -> int:
     say = _say(args.json)
     report["target"] = target.label
@@ -138,7 +146,7 @@ def _check(
 
     # A divergence that is a documented deviation of vLLM from strict is
     # recorded and the search goes on for others; any other divergence ends it.
-    deviations: dict[str, verify.Divergence] = {}
+    deviations: dict[str, Divergence] = {}
     started = time.monotonic()
     # Vectors that use what the target lacks (read_into, observations, Python forms) are left out.
     usable = [v for v in vectors if trace_needs(v.trace) <= target.features]
@@ -193,17 +201,16 @@ def _check(
     return 0
 
 
-def _write_shortest(divergence: verify.Divergence, path: Path, name: str, label: str) -> None:
+def _write_shortest(divergence: Divergence, path: Path, name: str, label: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     trace = divergence.trace
     shortest = type(trace)(trace.profile, trace.max_bytes, trace.object_nbytes, trace.ops[: divergence.step + 1])
     traces.write(traces.vector_from_trace(shortest, name, f"found by auxspec verify on {label}"), path)
 
 
-def _diverged(args: argparse.Namespace, report: dict[str, Any], divergence: verify.Divergence, say: Any) -> int:
+def _diverged(args: argparse.Namespace, report: dict[str, Any], divergence: Divergence, say: Any) -> int:
     say(divergence.render())
     if divergence.deviation:
-        from auxspec.deviations import DEVIATIONS
 
         say(f"this is vLLM's documented deviation {divergence.deviation}: {DEVIATIONS[divergence.deviation]}")
         say("(--keep-going lists every deviation the target has)")
@@ -217,8 +224,7 @@ def _diverged(args: argparse.Namespace, report: dict[str, Any], divergence: veri
     return 1
 
 
-def _deviates(args: argparse.Namespace, report: dict[str, Any], found: dict[str, verify.Divergence], say: Any) -> int:
-    from auxspec.deviations import DEVIATIONS
+def _deviates(args: argparse.Namespace, report: dict[str, Any], found: dict[str, Divergence], say: Any) -> int:
 
     say(f"{report['target']} departs from strict only in documented ways (docs/deviations.md):")
     listed = []
@@ -238,13 +244,13 @@ def _deviates(args: argparse.Namespace, report: dict[str, Any], found: dict[str,
 def _reproduce(args: argparse.Namespace) -> int:
     try:
         data = args.file.read_bytes()
-        target = verify.load_target(args.target)
+        target = load_target(args.target)
     except (LookupError, OSError, ImportError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
     trace = decode(data, args.profile, target.features)  # as the harness decoded it
     print(explain(trace))
-    divergence = verify.compare(trace, target)
+    divergence = compare(trace, target)
     if divergence is not None:
         print(divergence.render())
         trace = type(trace)(trace.profile, trace.max_bytes, trace.object_nbytes, trace.ops[: divergence.step + 1])
@@ -274,7 +280,6 @@ def explain(trace: Trace) -> str:
 
 
 def _vectors(args: argparse.Namespace) -> int:
-    from auxspec import vectors
 
     if args.generate:
         written = vectors.generate(args.folder)

@@ -1,7 +1,7 @@
 """Check every PEP 316 contract of the model with CrossHair.
 
-``python -m auxspec.crosshair_check`` is ``crosshair check
---analysis_kind=PEP316`` over ``spec/auxspec/model.py``, run one
+``python -m auxspec.checks.crosshair`` is ``crosshair check
+--analysis_kind=PEP316`` over ``spec/auxspec/models/sequential.py``, run one
 postcondition per worker process so two cores share the work, with a CPU
 timeout per postcondition and a hard wall-clock limit on the whole run. It
 prints CrossHair's findings and the elapsed time, and exits 0 only if no
@@ -41,7 +41,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-MODEL_PATH = Path(__file__).resolve().parent / "model.py"
+from auxspec.models import sequential
+
+MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "sequential.py"
 DEFAULT_CONDITION_TIMEOUT = 10.0  # CPU seconds per postcondition
 DEFAULT_MAX_SECONDS = 280.0  # wall clock for the whole run, whatever happens
 DEFAULT_JOBS = 2
@@ -285,10 +287,8 @@ def register_factories(model: ModuleType) -> None:
 
 
 def _load_model(path: Path) -> ModuleType:
-    import auxspec.model
-
-    if path.resolve() == Path(auxspec.model.__file__).resolve():
-        return auxspec.model
+    if path.resolve() == Path(sequential.__file__).resolve():
+        return sequential
     # A copy (e.g. with a planted bug): its own module, registered before
     # exec because dataclasses look their module up in sys.modules.
     name = "_auxspec_checked_" + path.stem
@@ -345,7 +345,7 @@ def _spawn(task: Task, timeout: float, factory: bool) -> subprocess.Popen[str]:
     command = [
         sys.executable,
         "-m",
-        "auxspec.crosshair_check",
+        "auxspec.checks.crosshair",
         "--worker",
         str(task.model),
         task.function,
@@ -496,10 +496,12 @@ def _describe(result: TaskResult) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m auxspec.crosshair_check",
+        prog="python -m auxspec.checks.crosshair",
         description="CrossHair (PEP 316) over every contract of the auxspec model.",
     )
-    parser.add_argument("--target", action="append", help="FILE, FUNCTION or FILE:FUNCTION[,...] (default: model.py)")
+    parser.add_argument(
+        "--target", action="append", help="FILE, FUNCTION or FILE:FUNCTION[,...] (default: models/sequential.py)"
+    )
     parser.add_argument("--budget", type=float, help="wall seconds to aim for; sets the per-condition timeout")
     parser.add_argument("--per-condition-timeout", type=float, help=f"CPU s (default {DEFAULT_CONDITION_TIMEOUT})")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("AUXSPEC_CROSSHAIR_JOBS", DEFAULT_JOBS)))

@@ -3,7 +3,7 @@ catch: the invariants harness shows that the checks the differential
 harnesses lean on after every op can fail.
 
 ``STORE`` corrupts an ``auxstore.BlockObjectStore`` from the inside (it knows
-the store's private fields, as ``auxspec.targets.observe_vllm`` knows
+the store's private fields, as ``auxspec.engine.target.observe_vllm`` knows
 vLLM's); ``MODEL`` corrupts a model ``State``. Each corruption applies to any
 state a trace can leave: where the part it breaks is missing, it makes one.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from auxspec.model import Counters, State
+from auxspec.models.sequential import Counters, State
 
 # ------------------------------------------------------------------ the store
 

@@ -1,7 +1,7 @@
 """The model's PEP 316 contracts, checked at run time.
 
-CrossHair proves the contracts of ``auxspec.model`` over bounded symbolic
-inputs (``auxspec.crosshair_check``). This module evaluates the same
+CrossHair proves the contracts of ``auxspec.models.sequential`` over bounded symbolic
+inputs (``auxspec.checks.crosshair``). This module evaluates the same
 docstring lines on concrete calls, so the model harness can hold every step
 it fuzzes to them: ``pre:`` before the call, ``post:`` after it (with
 ``__return__``), and ``raises:`` as the only exceptions a step may raise.

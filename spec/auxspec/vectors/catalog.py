@@ -7,8 +7,8 @@ match the spec and measures how much of the model they cover.
 
 from __future__ import annotations
 
-from auxspec.ops import (
-    BIG,
+from auxspec.engine.codec import BIG
+from auxspec.engine.ops import (
     Bad,
     Close,
     Contains,

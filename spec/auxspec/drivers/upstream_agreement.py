@@ -2,13 +2,13 @@
 
 The ``upstream`` profile claims to be what vLLM does on every valid input,
 failures included. This module makes that claim checkable: a program (a trace
-of the one op alphabet, ``auxspec.ops``: ``Put`` / ``Get`` / ``Close``), a
+of the one op alphabet, ``auxspec.engine.ops``: ``Put`` / ``Get`` / ``Close``), a
 Hypothesis strategy that draws
 valid programs the way they stress the store (few keys, tiny capacities, many
 pins, refcounts going 0 -> 1 -> 0, over-releases, capacity failures, calls
 after close), and :func:`run_agreement`, which plays a program on
 ``ReferenceStore(profile="upstream")`` and on vLLM's ``BlockObjectStore`` side
-by side and raises :class:`Divergence` at the first step where a return value,
+by side and raises :class:`~auxspec.engine.compare.DivergenceFound` at the first step where a return value,
 an exception class or the observable state differs.
 """
 
@@ -22,16 +22,19 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from auxspec import model
-from auxspec.model import State
-from auxspec.ops import Close, Get, Op, Put, Trace, describe
-from auxspec.reference import ReferenceStore
-from auxspec.targets import observe_vllm
-from auxstore import BlockObject, BlockObjectStoreError, StoreSnapshot
+from auxspec.engine.compare import DivergenceFound
+from auxspec.engine.ops import Close, Get, Op, Put, Trace
+from auxspec.engine.table import describe, invoke
+from auxspec.engine.target import observe_vllm
+from auxspec.models import sequential as model
+from auxspec.models.sequential import State
+from auxspec.reference.store import ReferenceStore
+from auxspec.reference.store import Snapshot as StoreSnapshot
+from auxstore import BlockObjectStoreError
 
 
 def upstream_trace(max_bytes: int, object_nbytes: int, ops: tuple[Op, ...]) -> Trace:
-    """A trace of the ``upstream`` profile: the one op alphabet, ``auxspec.ops``."""
+    """A trace of the ``upstream`` profile: the one op alphabet, ``auxspec.engine.ops``."""
     return Trace("upstream", max_bytes, object_nbytes, ops)
 
 
@@ -44,10 +47,6 @@ def show(trace: Trace) -> str:
 # What a call did, comparable across the two stores: ("returned", value) or
 # ("raised", class label).
 Observed = tuple[str, object]
-
-
-class Divergence(AssertionError):
-    """The reference and vLLM disagree; the message is the trace up to the step."""
 
 
 def error_label(error: BaseException, store_error: type[BaseException]) -> str:
@@ -95,17 +94,17 @@ def _vllm_shape(store: Any) -> tuple[int, int]:
 
 
 def run_agreement(module: ModuleType, program: Trace) -> int:
-    """Play ``program`` on both stores; raise :class:`Divergence` at the first
+    """Play ``program`` on both stores; raise :class:`~auxspec.engine.compare.DivergenceFound` at the first
     difference. Returns the number of steps compared."""
     reference = _reference(program)
     vllm = module.BlockObjectStore(max_bytes=program.max_bytes, object_nbytes=program.object_nbytes)
     try:
         _compare_state(program, -1, reference.snapshot(), observe_vllm(vllm))
         for index, op in enumerate(program.ops):
-            expected = _call(partial(_apply_reference, reference, op), BlockObjectStoreError)
-            actual = _call(partial(_apply_vllm, module, vllm, op), module.BlockObjectStoreError)
+            expected = _call(partial(invoke, reference, op), BlockObjectStoreError)
+            actual = _call(partial(invoke, vllm, op), module.BlockObjectStoreError)
             if expected != actual:
-                raise Divergence(_report(program, index, f"reference {expected}, vLLM {actual}"))
+                raise DivergenceFound(_report(program, index, f"reference {expected}, vLLM {actual}"))
             _compare_state(program, index, reference.snapshot(), observe_vllm(vllm))
     finally:
         vllm.close()
@@ -121,56 +120,16 @@ def _reference(program: Trace) -> ReferenceStore:
 def reference_outcomes(program: Trace) -> list[Observed]:
     """What each step of ``program`` does on ``ReferenceStore(profile="upstream")`` alone."""
     store = _reference(program)
-    return [_call(partial(_apply_reference, store, op), BlockObjectStoreError) for op in program.ops]
-
-
-def _apply_reference(store: ReferenceStore, op: Op) -> object:
-    # put and close return None by their signature; vLLM's return value is
-    # still compared, so a port that returned something would be caught.
-    if isinstance(op, Put):
-        store.put(
-            [BlockObject(k, p) for k, p in _pairs(op)],
-            retain_keys=_str_keys(op.retain),
-            release_keys=_str_keys(op.release),
-        )
-        return None
-    if isinstance(op, Get):
-        return store.get_concatenated(_str_keys(op.keys))
-    store.close()
-    return None
+    return [_call(partial(invoke, store, op), BlockObjectStoreError) for op in program.ops]
 
 
 # Upstream programs hold str keys, bytes payloads and plain lists only (the
 # rest is undefined there).
 
 
-def _str_keys(keys: object) -> list[str]:
-    assert isinstance(keys, tuple) and all(isinstance(k, str) for k in keys)
-    return [str(k) for k in keys]
-
-
-def _pairs(op: Put) -> list[tuple[str, bytes]]:
-    assert isinstance(op.objects, tuple)
-    pairs = [obj for obj in op.objects if isinstance(obj, tuple) and isinstance(obj[1], bytes)]
-    assert len(pairs) == len(op.objects)
-    return [(str(k), p) for k, p in pairs if isinstance(p, bytes)]
-
-
-def _apply_vllm(module: ModuleType, store: Any, op: Op) -> object:
-    if isinstance(op, Put):
-        return store.put(
-            [module.BlockObject(k, p) for k, p in _pairs(op)],
-            retain_keys=_str_keys(op.retain),
-            release_keys=_str_keys(op.release),
-        )
-    if isinstance(op, Get):
-        return store.get_concatenated(_str_keys(op.keys))
-    return store.close()
-
-
 def _compare_state(program: Trace, index: int, expected: StoreSnapshot, actual: StoreSnapshot) -> None:
     if expected != actual:
-        raise Divergence(_report(program, index, f"state: reference {expected}, vLLM {actual}"))
+        raise DivergenceFound(_report(program, index, f"state: reference {expected}, vLLM {actual}"))
 
 
 def _report(trace: Trace, index: int, what: str) -> str:
@@ -250,7 +209,7 @@ def programs(draw: st.DrawFn, max_ops: int = 20) -> Trace:
 
 
 __all__ = [
-    "Divergence",
+    "DivergenceFound",
     "construct_both",
     "error_label",
     "programs",

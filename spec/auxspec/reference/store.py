@@ -9,9 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from types import TracebackType
 
-from auxspec import binding, model
-from auxspec.model import Err, Kind, Outcome, State
+from auxspec.models import sequential as model
+from auxspec.models.sequential import Err, Kind, Outcome, State
+from auxspec.reference import binding
 from auxstore import StoreSnapshot, StoreStats
+
+# What every target's observable state is compared as (auxstore's type,
+# named here so the engine needs no import of the store it judges).
+Snapshot = StoreSnapshot
 
 _MESSAGES: dict[Kind, str] = {
     Kind.CLOSED: "auxiliary output store is closed",

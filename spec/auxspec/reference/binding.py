@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from auxspec.model import Invalid, Item, KeyArg, Kind, PayloadArg
+from auxspec.models.sequential import Invalid, Item, KeyArg, Kind, PayloadArg
 from auxstore import (
     BlockObjectStoreError,
     CapacityError,

@@ -1,4 +1,5 @@
-"""Finding, loading and observing stores that are not auxstore's own.
+"""Targets: the store implementations verified against the spec, and how
+each is found, built, driven and observed.
 
 The main one is vLLM's module (``../shared/upstream/vllm_store.py`` next to the
 repository, or wherever ``AUXSTORE_UPSTREAM`` points): the ground truth of the
@@ -8,15 +9,45 @@ repository, or wherever ``AUXSTORE_UPSTREAM`` points): the ground truth of the
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import os
 import sys
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from auxstore import StoreSnapshot
+from auxspec.engine.ops import CORE, OBSERVE, PYTHON, READ_INTO, Features
+from auxspec.reference.store import Snapshot as StoreSnapshot
+
+Observe = Callable[[Any], StoreSnapshot | None]
+BUNDLED = "auxstore"  # the module verified when no target is named
+
+
+class PortBroken(Exception):
+    """The target cannot be driven any more (a port process that died or broke
+    the protocol): not a divergence, the run stops."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A store implementation to verify: how to build one, how to see its
+    state without changing it (None when it cannot be seen), which ops it can
+    be driven with, and its background store class, if it has one."""
+
+    label: str
+    factory: Callable[[Any, Any], Any]  # (max_bytes, object_nbytes) -> store
+    observe: Observe | None
+    # Which ops its traces may hold (auxspec.engine.ops.Features): vLLM's store
+    # has no read_into and no observations; a port process gets no Python forms.
+    features: Features = CORE
+    background: Callable[..., Any] | None = None  # (inner, max_pending_batches=) -> background store
+    # Compare the recency order of pinned keys too (not observable by calls;
+    # see engine.compare.observed), for a port author who wants it checked.
+    exact_order: bool = False
 
 UPSTREAM_ENV = "AUXSTORE_UPSTREAM"
 _UPSTREAM_RELATIVE = Path("..") / "shared" / "upstream" / "vllm_store.py"
@@ -39,7 +70,7 @@ def upstream_path() -> Path | None:
             return path.resolve()
         warnings.warn(f"{UPSTREAM_ENV}={configured!r} names no file; vLLM's module is unavailable", stacklevel=2)
         return None
-    repo_root = Path(__file__).resolve().parents[2]  # spec/auxspec/targets.py
+    repo_root = Path(__file__).resolve().parents[3]  # spec/auxspec/engine/target.py
     for candidate in (repo_root / _UPSTREAM_RELATIVE, Path.cwd() / _UPSTREAM_RELATIVE):
         if candidate.is_file():
             return candidate.resolve()
@@ -113,4 +144,57 @@ def observe_vllm(store: Any) -> StoreSnapshot:
     return StoreSnapshot(entries=entries, references=tuple(sorted(store._references.items())), closed=False)
 
 
-__all__ = ["UPSTREAM_ENV", "load_module_from_path", "load_upstream", "observe_vllm", "upstream_path"]
+
+def load_target(spec: str | None) -> Target:
+    """``None``: the bundled auxstore; ``path/to/file.py``; ``module:Class``;
+    or a module exposing ``BlockObjectStore`` (and, optionally,
+    ``BackgroundBlockObjectStore``)."""
+    name, _, attr = (spec or BUNDLED).partition(":")
+    module: ModuleType
+    if name.endswith(".py"):
+        module = load_module_from_path(Path(name))
+    else:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as error:
+            raise LookupError(f"cannot import {name!r}: {error}") from None
+    if attr:
+        cls = getattr(module, attr, None)
+        if not callable(cls):
+            raise LookupError(f"{name!r} has no class {attr!r}")
+    else:
+        cls = getattr(module, "BlockObjectStore", None)
+        if cls is None:
+            raise LookupError(f"{spec} has no BlockObjectStore; name the class as module:Class")
+    background = None if attr else getattr(module, "BackgroundBlockObjectStore", None)
+    return Target(f"{name}:{cls.__name__}", _factory(cls), _observer(cls), features_of(cls), background)
+
+
+_OBSERVATIONS = ("flush", "stats", "__len__", "__contains__", "__enter__", "__exit__")
+
+
+def features_of(cls: Any) -> Features:
+    """The ops a Python store class can be driven with: every form and shape
+    of the Python API, ``read_into`` if it has one, the observations if it
+    has them all."""
+    found = {PYTHON}
+    if hasattr(cls, "read_into"):
+        found.add(READ_INTO)
+    if all(hasattr(cls, name) for name in _OBSERVATIONS):
+        found.add(OBSERVE)
+    return frozenset(found)
+
+
+def _factory(cls: Any) -> Callable[[Any, Any], Any]:
+    def build(max_bytes: int, object_nbytes: int) -> Any:
+        return cls(max_bytes=max_bytes, object_nbytes=object_nbytes)
+
+    return build
+
+
+def _observer(cls: Any) -> Observe | None:
+    if hasattr(cls, "snapshot"):
+        return lambda store: store.snapshot()
+    if hasattr(cls, "_evict_to_fit"):  # vLLM's module: read its private fields
+        return observe_vllm
+    return None

@@ -18,15 +18,18 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from auxspec import binding
-from auxspec.model import Kind
-from auxspec.ops import Close, Get, Op, Put, ReadInto, TraceError, apply, op_from_json, op_to_json, outcome_to_json
-from auxstore import StoreSnapshot
+from auxspec.engine.compare import apply
+from auxspec.engine.ops import Close, Get, Op, Put, ReadInto
+from auxspec.engine.target import PortBroken, load_target
+from auxspec.engine.traces import TraceError, op_from_json, op_to_json, outcome_to_json
+from auxspec.models.sequential import Kind
+from auxspec.reference import binding
+from auxspec.reference.store import Snapshot as StoreSnapshot
 
 KINDS = {kind.value for kind in Kind}
 
 
-class ProtocolError(Exception):
+class ProtocolError(PortBroken):
     """The port process broke the protocol (exited, hung, printed garbage)."""
 
 
@@ -235,6 +238,4 @@ def _answer(request: dict[str, Any], store: Any, factory: Callable[[Any, Any], A
 
 
 def main_serve(target: str | None) -> int:
-    from auxspec.verify import load_target
-
     return serve(load_target(target).factory)

@@ -1,0 +1,271 @@
+"""What the atheris harnesses run, kept here so that they stay a few lines and
+a port author can fuzz their own store without editing them.
+
+Each harness entry takes the fuzzer's bytes, decodes them with ``engine.codec.decode``
+(the one decoder) and raises ``DivergenceFound`` with the step view when the
+target and the spec disagree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Callable
+
+from auxspec.checks import corruptions
+from auxspec.checks.contracts import Checked, ContractViolation
+from auxspec.drivers import gated
+from auxspec.drivers.protocol import serve
+from auxspec.engine import traces
+from auxspec.engine.codec import BAD_SIZES, SPECIAL_SIZES, decode, encode
+from auxspec.engine.compare import DivergenceFound, apply, compare, construct
+from auxspec.engine.expect import initial_state
+from auxspec.engine.ops import (
+    ALL,
+    UNDEFINED,
+    Bad,
+    Close,
+    Contains,
+    Enter,
+    Exit,
+    Flush,
+    Get,
+    Len,
+    Op,
+    Put,
+    ReadInto,
+    Stats,
+    Trace,
+)
+from auxspec.engine.table import step
+from auxspec.engine.target import Target, load_target
+from auxspec.engine.traces import TraceError
+from auxspec.generators.background import BACKGROUND_CONSTRUCTORS, background_scenario
+from auxspec.models import sequential as model
+from auxspec.reference.store import ReferenceStore
+
+TARGET_ENV = "AUXSPEC_TARGET"  # module:Class or a .py path; unset: the bundled store
+PROFILE_ENV = "AUXSPEC_PROFILE"
+
+
+def target_from_env(default: str | None = None) -> Target:
+    return load_target(os.environ.get(TARGET_ENV, default))
+
+
+def differential(target: Target, profile: str) -> Callable[[bytes], None]:
+    """The harness body: spec vs ``target`` under ``profile``."""
+
+    features = target.features
+
+    def one_input(data: bytes) -> None:
+        divergence = compare(decode(data, profile, features), target)
+        if divergence is not None:
+            raise DivergenceFound(f"{target.label} ({profile}):\n{divergence.render()}")
+
+    return one_input
+
+
+def trace_parser(data: bytes) -> None:
+    """The trace reader and the port protocol's request reader (``auxspec
+    serve``, over the spec's store) on arbitrary text: only ``TraceError``
+    may come out of the first, only status 0 or 3 out of the second."""
+    text = data.decode("utf-8", errors="replace")
+    with contextlib.suppress(TraceError):
+        traces.loads(text, "<fuzz>")
+    status = serve(lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n), io.StringIO(text), _SINK, _SINK)
+    if status not in (0, 3):
+        raise AssertionError(f"auxspec serve ended with status {status}")
+
+
+class _Sink(io.StringIO):
+    """Where the protocol harness's answers and complaints go: nowhere."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+_SINK = _Sink()
+
+
+def profile_from_env(default: str) -> str:
+    return os.environ.get(PROFILE_ENV, default)
+
+
+def background_harness(profile: str = "strict") -> Callable[[bytes], None]:
+    """The background harness body: auxstore's background store (vLLM's under
+    ``upstream``) driven through ``background_scenario(data)`` with the writer
+    held at a gate; a ``Violation`` (an AssertionError) is the finding."""
+    target = gated.auxstore_target() if profile == "strict" else gated.upstream_target()
+    if target is None:
+        raise LookupError("vLLM's module is not available for the upstream background harness")
+    chosen = target
+
+    def one_input(data: bytes) -> None:
+        gated.run_scenario(chosen, background_scenario(data, profile))
+
+    return one_input
+
+
+# ------------------------------------------------------------------ model harness
+
+
+class ModelContractBroken(AssertionError):
+    """A model step broke its own contract on the fuzzer's input."""
+
+
+def model_contracts(data: bytes) -> None:
+    """The model harness body: the model's PEP 316 contracts, checked on every
+    step of ``decode(data[1:])`` (CrossHair's job, by fuzzing, on traces of
+    any length). ``data[0]`` picks the profile; invalid values come under
+    both, and under ``upstream`` the step must raise ``UndefinedInput``,
+    which ends the trace."""
+    profile = "upstream" if data and data[0] & 1 else "strict"
+    trace = decode(data[1:], profile, ALL | {UNDEFINED})
+    steps = Checked(model)
+    try:
+        state = initial_state(trace, steps)
+        if isinstance(state, model.Err):
+            return
+        for op in trace.ops:
+            state = step(state, op, steps)[0]
+    except model.UndefinedInput:
+        if profile != "upstream":
+            raise ModelContractBroken(f"strict raised UndefinedInput on {trace}") from None
+    except ContractViolation as broken:
+        raise ModelContractBroken(f"{broken}\nin {trace}") from broken
+
+
+# ------------------------------------------------------------- invariants harness
+
+
+_BUNDLED = load_target(None)
+
+
+class ToothlessCheck(AssertionError):
+    """An invariant check passed a state the fuzzer had broken."""
+
+
+def invariant_teeth(data: bytes) -> None:
+    """The invariants harness body: run ``decode(data[1:])`` on auxstore's
+    store and the model, break each (corruption ``data[0]``), and require
+    ``check_invariants()`` and ``model.violations`` to notice."""
+    which = data[0] if data else 0
+    trace = decode(data[1:], "strict")
+    store, _ = construct(_BUNDLED.factory, trace)
+    if store is None:
+        return
+    state = initial_state(trace)
+    assert isinstance(state, model.State)
+    for op in trace.ops:
+        apply(store, op)  # the store harness compares the outcomes; here only the state matters
+        state = step(state, op)[0]
+    store.check_invariants()  # intact before it is broken
+    broken = corruptions.corrupt_store(store, which)
+    try:
+        store.check_invariants()
+    except AssertionError:  # auxstore.InvariantError is one
+        pass
+    else:
+        raise ToothlessCheck(f"check_invariants() passed a store with {broken}, after {trace}")
+    name, corrupt, words = corruptions.MODEL[which % len(corruptions.MODEL)]
+    found = model.violations(corrupt(state))
+    if not any(words in problem for problem in found):
+        raise ToothlessCheck(f"violations() found {found} in a state with {name} (wanted {words!r}), after {trace}")
+
+
+# ------------------------------------------------------------------ dictionaries
+
+
+def _op_bytes(op: Op, profile: str = "strict") -> bytes:
+    """What ``decode`` reads as ``op`` (keys named k0.. in order of use)."""
+    data = encode(Trace(profile, 4, 2, (op,)))
+    assert data is not None, op
+    return data[3:]  # after the sizes
+
+
+def dictionary(harness: str) -> list[tuple[str, bytes]]:
+    """libFuzzer dictionary entries for ``harness``: byte strings ``decode``
+    reads as whole ops, store sizes and (per harness) the leading byte, made
+    with ``encode`` so they cannot drift from the decoder."""
+    upstream = harness == "upstream"
+    profile = "upstream" if upstream else "strict"
+    k0, k1 = "k0", "k1"
+    ops: list[tuple[str, Op]] = [
+        ("put_k0", Put(((k0, b"AA"),))),
+        ("put_k0_k0_dedup", Put(((k0, b"AA"), (k0, b"BB")))),
+        ("put_k0_retain_k0", Put(((k0, b"AA"),), (k0,))),
+        ("retain_k0", Put((), (k0,))),
+        ("release_k0", Put((), (), (k0,))),
+        ("retain_release_k0", Put((), (k0,), (k0,))),
+        ("release_k0_twice", Put((), (), (k0, k0))),
+        ("put_k0_k1_retain_k1", Put(((k0, b"AA"), (k1, b"BB")), (k1,))),
+        ("get_k0", Get((k0,))),
+        ("get_k0_k0", Get((k0, k0))),
+        ("get_none", Get(())),
+        ("put_tuple_form", Put(((k0, b"AA"),), form="tuple")),
+        ("get_tuple_form", Get((k0,), form="tuple")),
+    ]
+    if not upstream:
+        ops += [
+            ("close", Close()),
+            ("put_iter_form", Put(((k0, b"AA"),), (k0,), form="iter")),
+            ("get_iter_form", Get((k0,), form="iter")),
+            ("read_into_k0", ReadInto((k0,), 2)),
+            ("read_into_k0_short", ReadInto((k0,), 1)),
+            ("read_into_read_only", ReadInto((k0,), 2, readonly=True)),
+            ("read_into_strided", ReadInto((k0,), Bad("strided"))),
+            ("read_into_not_a_buffer", ReadInto((k0,), Bad("not-buffer"))),
+            ("flush", Flush()),
+            ("len", Len()),
+            ("contains_k0", Contains(k0)),
+            ("stats", Stats()),
+            ("enter", Enter()),
+            ("exit", Exit()),
+            ("put_key_not_str", Put(((1, b"AA"),))),
+            ("put_payload_wrong_length", Put(((k0, b"AAA"),))),
+            ("put_payload_not_bytes", Put(((k0, None),))),
+            ("put_object_without_key", Put((Bad("object"),))),
+            ("put_batch_is_a_str", Put(Bad("str"))),
+            ("retain_is_an_int", Put((), Bad("int"))),
+            ("get_keys_is_a_str", Get(Bad("str"))),
+        ]
+    entries = [(name, _op_bytes(op, profile)) for name, op in ops]
+    sizes = [
+        ("sizes_capacity1_nbytes1", bytes([0, 0, 0])),
+        ("sizes_capacity4_nbytes2", bytes([1, 6, 1])),
+        ("sizes_big_objects", bytes([SPECIAL_SIZES, 2, 0])),
+        ("sizes_out_of_range", bytes([SPECIAL_SIZES + 8])),
+    ]
+    if not upstream:
+        sizes.append(("sizes_not_ints", bytes([SPECIAL_SIZES + 8 + len(BAD_SIZES)])))
+    entries += sizes
+    if harness == "background":
+        entries += [
+            ("config_bound1", b"\x00"),
+            ("config_bound1_memory_error_at_call0", b"\x03"),
+            ("config_bound_zero", bytes([BACKGROUND_CONSTRUCTORS])),
+            ("config_inner_none", b"\xff"),
+            ("schedule_release1", b"\x01"),
+            ("schedule_release3", b"\x03"),
+        ]
+    elif harness == "model":
+        entries += [("profile_strict", b"\x00"), ("profile_upstream", b"\x01")]
+    elif harness == "invariants":
+        entries += [(f"corruption_{i}", bytes([i])) for i in range(10)]
+    return entries
+
+
+def _escaped(data: bytes) -> str:
+    return "".join(f"\\x{byte:02x}" for byte in data)
+
+
+def dictionary_text(harness: str) -> str:
+    """``dictionary(harness)`` in libFuzzer's dictionary format."""
+    rows = [
+        "# libFuzzer dictionary, written by fuzz/corpus/make_seeds.py --dictionaries from",
+        f"# auxspec.drivers.fuzzing.dictionary({harness!r}): what the op alphabet's decoder reads",
+        "# as whole ops, sizes and leading bytes. Do not edit; regenerate.",
+    ]
+    rows += [f'{name}="{_escaped(data)}"' for name, data in dictionary(harness)]
+    return "\n".join(rows) + "\n"

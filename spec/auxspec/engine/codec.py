@@ -1,0 +1,340 @@
+"""The byte codec: fuzzer bytes to traces (``decode``) and back (``encode``).
+
+Both directions work from the op table (``auxspec.engine.table``) and the
+field kinds (``auxspec.engine.fields``), never from op types: an op byte's
+low five bits pick a row by its ``slots`` (rows of one ``group`` share their
+slots and one more byte picks among them), its top three bits the form, and
+each field of the row then reads its bytes by kind.
+
+Any input decodes (past its end every byte reads as 0), and a shorter input
+is a shorter trace, so libFuzzer's and Hypothesis's shrinking both work on
+traces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from operator import length_hint
+from typing import Any
+
+from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys
+from auxspec.engine.ops import (
+    ALL,
+    BAD_BUFFERS,
+    BAD_LISTS,
+    BAD_OBJECT,
+    FORMS,
+    PYTHON,
+    UNDEFINED,
+    Bad,
+    Features,
+    KeyValue,
+    Op,
+    PayloadValue,
+    SizeValue,
+    Trace,
+)
+from auxspec.engine.table import BY_NAME, TABLE, OpKind, kind_of
+
+
+class _Bytes:
+    """Reads bytes from the input; past its end every read is 0, so any input
+    decodes and a shorter input is a shorter trace."""
+
+    __slots__ = ("_rest", "next")
+
+    def __init__(self, data: bytes) -> None:
+        rest = iter(data)
+        self._rest = rest
+        # The builtin next() with a default: the fuzzers call this per byte.
+        self.next: Callable[[], int] = partial(next, rest, 0)
+
+    def more(self) -> bool:
+        return length_hint(self._rest) > 0
+
+
+KEY_POOL = 6  # few keys, so they repeat: reuse is where the bugs are
+# The key each byte stands for, made once rather than per key decoded; under
+# strict (invalid values allowed) 255 is the non-str key 1.
+_KEYS = tuple(f"k{byte % KEY_POOL}" for byte in range(256))
+_KEYS_OR_INVALID: tuple[KeyValue, ...] = (*_KEYS[:255], 1)
+MAX_OPS = 64
+BIG = 4096  # an object size at which auxstore copies objects one by one
+# Sizes byte values from SPECIAL_SIZES on: big objects, then stores that
+# cannot be built (out of range under both profiles, not ints under strict).
+SPECIAL_SIZES = 240
+BAD_SIZES: tuple[tuple[SizeValue, SizeValue], ...] = ((8, 0), (1, 2), (-1, 1), (0, 0))
+NON_INT_SIZES: tuple[tuple[SizeValue, SizeValue], ...] = ((8, 2.5), ("8", 2), (None, 1), (True, 1))
+
+# What the low five bits of an op byte pick: a row, or a group of rows.
+_SLOTS: list[tuple[OpKind, ...]] = []
+_FIRST_SLOT: dict[str, int] = {}  # row name -> its (group's) first slot
+for _row in TABLE:
+    if _row.group and _row.slots == 0:
+        _FIRST_SLOT[_row.name] = _FIRST_SLOT[next(r.name for r in TABLE if r.group == _row.group)]
+        continue
+    _FIRST_SLOT[_row.name] = len(_SLOTS)
+    members = tuple(r for r in TABLE if r.group == _row.group) if _row.group else (_row,)
+    _SLOTS.extend([members] * _row.slots)
+assert len(_SLOTS) == 32, "the rows' slots must cover an op byte's five low bits"
+_GET = BY_NAME["get"]  # what a slot decodes as when the target lacks its feature
+_FORM_BITS = {"list": 0, "tuple": 6 << 5, "iter": 7 << 5}
+
+
+@dataclass
+class _Reading:
+    """What the field readers of one trace share."""
+
+    src: _Bytes
+    object_nbytes: int
+    invalid: bool  # invalid values may be made
+    python: bool  # Bad shapes may be made
+    names: tuple[KeyValue, ...]
+    shape: int = 0  # read_into's buffer shape byte, which the read-only flag reads too
+    keys: Any = ()  # the last key list read (a buffer's size follows it)
+
+
+def decode(data: bytes, profile: str = "strict", features: Features = ALL) -> Trace:
+    """The trace that ``data`` stands for, using only ops ``features`` allow.
+
+    Biased so that short inputs reach the interesting states: capacities of 1-4
+    (capacity 1 is the likeliest), keys from a pool of six, frequent retains so
+    stores fill with pinned keys, and under ``strict`` occasional invalid
+    values. Now and then objects are big (``BIG`` bytes) or the store cannot
+    be built.
+    """
+    src = _Bytes(data)
+    invalid = profile == "strict" or UNDEFINED in features
+    python = PYTHON in features
+    selector = src.next()
+    if selector >= SPECIAL_SIZES + 8:
+        sizes = (BAD_SIZES + NON_INT_SIZES)[selector % 8] if invalid else BAD_SIZES[selector % 4]
+        return Trace(profile, sizes[0], sizes[1])
+    object_nbytes = BIG if selector >= SPECIAL_SIZES else 1 + selector % 4
+    capacity = 1 + (src.next() % 8) // 2 if src.more() else 1
+    max_bytes = capacity * object_nbytes + src.next() % min(object_nbytes, 4)  # a remainder is allowed
+    reading = _Reading(src, object_nbytes, invalid, python, _KEYS_OR_INVALID if invalid else _KEYS)
+    ops: list[Op] = []
+    while src.more() and len(ops) < MAX_OPS:
+        byte = src.next()
+        members = _SLOTS[byte % 32]
+        if members[0].feature is not None and members[0].feature not in features:
+            members = (_GET,)
+        # The top three bits choose the form: mostly plain lists.
+        form = FORMS[max(byte >> 5, 5) - 5] if python else "list"
+        row = members[0] if len(members) == 1 else members[src.next() % len(members)]
+        if form == "iter" and not row.one_pass_upstream and profile != "strict":
+            form = "tuple"  # vLLM reads a key list twice: a one-pass iterator is not the list[str] it takes
+        values = {
+            f.name: form if isinstance(f.kind, Form) else _READERS[type(f.kind)](f.kind, reading) for f in row.fields
+        }
+        ops.append(row.cls(**values))
+    return Trace(profile, max_bytes, object_nbytes, tuple(ops))
+
+
+def _read_key(kind: Key, r: _Reading) -> KeyValue:
+    return r.names[r.src.next()]
+
+
+def _read_keys(kind: Keys, r: _Reading) -> Any:
+    byte = r.src.next()
+    if byte >= 250 and r.invalid and r.python:  # a count byte of 250 and up: a list of the wrong shape
+        r.keys = Bad(BAD_LISTS[byte % 2])
+    else:
+        names, read = r.names, r.src.next
+        r.keys = tuple([names[read()] for _ in range(byte % (kind.most + 1))])
+    return r.keys
+
+
+def _read_batch(kind: Batch, r: _Reading) -> Any:
+    byte = r.src.next()
+    if byte >= 250 and r.invalid and r.python:
+        return Bad(BAD_LISTS[byte % 2])
+    found: list[Any] = []
+    names, read = r.names, r.src.next
+    for _ in range(byte % (kind.most + 1)):
+        key_byte = read()
+        if key_byte == 254 and r.invalid and r.python:
+            found.append(Bad(BAD_OBJECT))
+            continue
+        fill = read()
+        data = bytes([fill]) * r.object_nbytes
+        payload: PayloadValue = data
+        if fill >= 253 and r.invalid:
+            payload = None if fill == 253 else data + data[:1]  # wrong type, wrong length
+        found.append((names[key_byte], payload))
+    return tuple(found)
+
+
+def _read_buffer(kind: Buffer, r: _Reading) -> int | Bad:
+    count = 1 if isinstance(r.keys, Bad) else len(r.keys)
+    size = count * r.object_nbytes - (r.src.next() % 4 == 0)
+    r.shape = r.src.next() % 16
+    if r.invalid and r.python and r.shape in (1, 2):
+        return Bad(BAD_BUFFERS[r.shape - 1])
+    return max(size, 0)
+
+
+def _read_flag(kind: Flag, r: _Reading) -> bool:
+    return r.invalid and r.shape == 0  # the buffer's shape byte says read-only
+
+
+_READERS: dict[type, Callable[[Any, _Reading], Any]] = {
+    Key: _read_key,
+    Keys: _read_keys,
+    Batch: _read_batch,
+    Buffer: _read_buffer,
+    Flag: _read_flag,
+}
+
+
+# ------------------------------------------------------------------ encoding
+
+
+def encode(trace: Trace) -> bytes | None:
+    """Bytes that ``decode`` (with every feature) turns into ``trace`` up to
+    renaming: keys become the pool's ``k0``..``k5`` in order of first use,
+    any int key becomes ``1``, a payload becomes its first byte repeated.
+    None when ``trace`` is outside the alphabet (sizes other than what
+    ``decode`` builds, more than six keys, more than ``MAX_OPS`` ops, or a
+    list longer than ``decode`` reads).
+
+    The inverse of the decoder, not a second one: seeds for the store harness
+    are made from the conformance vectors with it, and ``decode(encode(t))``
+    is checked by the tests.
+    """
+    strict = trace.profile == "strict"
+    try:
+        out = bytearray(_encode_sizes(trace, strict))
+        if out[0] >= SPECIAL_SIZES + 8:
+            return bytes(out) if not trace.ops else None
+        nbytes = trace.object_nbytes
+        assert isinstance(nbytes, int)
+        writing = _Writing(out, nbytes, strict)
+        for op in trace.ops:
+            _encode_op(op, writing)
+    except _Unencodable:
+        return None
+    return bytes(out)
+
+
+class _Unencodable(Exception):
+    pass
+
+
+def _want(cond: bool) -> None:
+    if not cond:
+        raise _Unencodable
+
+
+def _same(a: SizeValue, b: SizeValue) -> bool:
+    return type(a) is type(b) and a == b  # True is not 1 here
+
+
+def _encode_sizes(trace: Trace, strict: bool) -> bytes:
+    sizes = (trace.max_bytes, trace.object_nbytes)
+    table = BAD_SIZES + NON_INT_SIZES if strict else BAD_SIZES
+    for index, (max_bytes, nbytes) in enumerate(table):
+        if _same(max_bytes, sizes[0]) and _same(nbytes, sizes[1]):
+            return bytes([SPECIAL_SIZES + 8 + index])
+    _want(all(type(size) is int for size in sizes))
+    max_bytes, nbytes = int(trace.max_bytes), int(trace.object_nbytes)  # type: ignore[arg-type]
+    _want((1 <= nbytes <= 4 or nbytes == BIG) and 1 <= max_bytes // nbytes <= 4 and len(trace.ops) <= MAX_OPS)
+    capacity, remainder = divmod(max_bytes, nbytes)
+    _want(remainder < min(nbytes, 4))
+    return bytes([SPECIAL_SIZES if nbytes == BIG else nbytes - 1, 2 * (capacity - 1), remainder])
+
+
+@dataclass
+class _Writing:
+    out: bytearray
+    object_nbytes: int
+    strict: bool
+    names: dict[str, int] = field(default_factory=dict)
+
+
+def _encode_op(op: Op, w: _Writing) -> None:
+    row = kind_of(op)
+    form = getattr(op, "form", "list")
+    _want(w.strict or row.one_pass_upstream or form != "iter")
+    w.out.append(_FIRST_SLOT[row.name] | _FORM_BITS[form])
+    if row.group:
+        w.out.append([r for r in TABLE if r.group == row.group].index(row))
+    for f in row.fields:
+        if not isinstance(f.kind, Form):
+            _WRITERS[type(f.kind)](f.kind, getattr(op, f.name), op, w)
+
+
+def _write_key(kind: Key, value: KeyValue, op: Any, w: _Writing) -> None:
+    if not isinstance(value, str):
+        _want(w.strict)
+        w.out.append(255)
+        return
+    if value not in w.names:
+        _want(len(w.names) < KEY_POOL)
+        w.names[value] = len(w.names)
+    w.out.append(w.names[value])
+
+
+def _write_keys(kind: Keys, values: Any, op: Any, w: _Writing) -> None:
+    if isinstance(values, Bad):
+        _want(w.strict)
+        w.out.append(250 + BAD_LISTS.index(values.what))
+        return
+    _want(len(values) <= kind.most)
+    w.out.append(len(values))
+    for value in values:
+        _write_key(Key(), value, op, w)
+
+
+def _write_batch(kind: Batch, objects: Any, op: Any, w: _Writing) -> None:
+    if isinstance(objects, Bad):
+        _want(w.strict)
+        w.out.append(250 + BAD_LISTS.index(objects.what))
+        return
+    _want(len(objects) <= kind.most)
+    w.out.append(len(objects))
+    for obj in objects:
+        if isinstance(obj, Bad):
+            _want(w.strict)
+            w.out.append(254)
+            continue
+        _write_key(Key(), obj[0], op, w)
+        w.out.append(_fill(obj[1], w.object_nbytes, w.strict))
+
+
+def _fill(payload: PayloadValue, nbytes: int, strict: bool) -> int:
+    if payload is None:
+        _want(strict)
+        return 253
+    if len(payload) != nbytes:
+        _want(strict and len(payload) == nbytes + 1)
+        return 254
+    first = payload[0]
+    return first ^ 0x80 if strict and first in (253, 254) else first  # keep it a valid payload
+
+
+def _write_buffer(kind: Buffer, buffer: Any, op: Any, w: _Writing) -> None:
+    exact = (1 if isinstance(op.keys, Bad) else len(op.keys)) * w.object_nbytes
+    if isinstance(buffer, Bad):
+        _want(w.strict and not op.readonly)
+        w.out.extend((1, 1 + BAD_BUFFERS.index(buffer.what)))
+    else:
+        _want(buffer in (exact, max(exact - 1, 0)) and (w.strict or not op.readonly))
+        w.out.append(1 if buffer == exact and exact else 0)
+        w.out.append(0 if op.readonly else 3)
+
+
+def _write_flag(kind: Flag, value: bool, op: Any, w: _Writing) -> None:
+    """Nothing: the buffer's shape byte holds it."""
+
+
+_WRITERS: dict[type, Callable[[Any, Any, Any, _Writing], None]] = {
+    Key: _write_key,
+    Keys: _write_keys,
+    Batch: _write_batch,
+    Buffer: _write_buffer,
+    Flag: _write_flag,
+}

@@ -1,0 +1,71 @@
+"""What the spec expects of a trace: the model run over it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from auxspec.engine.fields import model_items, model_keys
+from auxspec.engine.ops import Op, Put, Trace
+from auxspec.engine.table import kind_of, step
+from auxspec.models import background as bg
+from auxspec.models import sequential as model
+from auxspec.models.background import OwnerCall
+from auxspec.models.sequential import Err, Ok, Outcome
+from auxspec.reference import binding
+from auxspec.reference.store import Snapshot, observe
+
+
+def initial_state(trace: Trace, semantics: Any = model) -> model.State | Err:
+    """The model state ``trace`` starts from, or why it cannot be built
+    (``semantics``: the model, or a checked stand-in)."""
+    result: model.State | Err = semantics.new(
+        binding.as_size(trace.max_bytes), binding.as_size(trace.object_nbytes), trace.profile
+    )
+    return result
+
+
+def expected_new(trace: Trace) -> Outcome:
+    """The spec's outcome for building the store ``trace`` starts from."""
+    built = initial_state(trace)
+    return built if isinstance(built, Err) else Ok()
+
+
+def expected_outcomes(trace: Trace) -> Iterator[tuple[Outcome, Snapshot]]:
+    """The spec's outcome and snapshot for each op of ``trace``, in order
+    (nothing when the store cannot be built).
+
+    The model's steps run on the state directly: the same semantics as
+    driving a ``ReferenceStore`` (tests/test_traces_and_verify.py checks the
+    two agree) without raising and classifying an exception per failure,
+    which is most of a fuzzer's time.
+    """
+    built = initial_state(trace)
+    if isinstance(built, Err):
+        return
+    state = built
+    for op in trace.ops:
+        state, outcome = step(state, op)
+        broken = model.violations(state)
+        if broken:  # the model itself is wrong: no target can be judged by it
+            raise AssertionError(f"model invariant broken after {op}: {'; '.join(broken)}")
+        yield outcome, observe(state)
+
+
+# ------------------------------------------------------------ background
+
+
+def background_batch(op: Put) -> bg.Batch:
+    """The batch a put queues, as the background model holds it."""
+    return bg.Batch(model_items(op.objects), model_keys(op.retain), model_keys(op.release))
+
+
+def background_step(state: bg.BgState, op: Op) -> tuple[bg.BgState, bg.BgOutcome]:
+    """The background model's step for an owner call other than put, when
+    the writer makes no progress during the call but what it must."""
+    row = kind_of(op)
+    if row.owner is OwnerCall.CLOSE:
+        return bg.close(state)
+    if row.owner is OwnerCall.ENTER:
+        return bg.enter(state)
+    return bg.after_wait(state, lambda inner: row.step(model, inner, op))

@@ -1,0 +1,145 @@
+"""The kinds of value an op holds, and what each means to the model.
+
+An op kind (a row of ``auxspec.engine.table``) lists its fields, each with
+one of these kinds. Every generic part of the engine works field by field:
+the codec (``codec``), the trace format (``traces``), the Python call
+arguments (``calls``) and the display (``show`` here) each know the kinds,
+not the ops, so a new op kind made of known kinds touches only the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from auxspec.engine.ops import Bad, KeyList, KeyValue, Objects, ObjectValue, PayloadValue
+from auxspec.models import sequential as model
+from auxspec.models.sequential import Invalid
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key: a ``str``, or an ``int`` (invalid)."""
+
+
+@dataclass(frozen=True)
+class Keys:
+    """A key list, or ``Bad`` (a ``str`` or an ``int`` where a list belongs);
+    the decoder reads at most ``most`` keys."""
+
+    most: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A put's objects: ``(key, payload)`` pairs or ``Bad`` objects, or a
+    ``Bad`` batch; the decoder reads at most ``most`` objects."""
+
+    most: int
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A read buffer's size, or a ``Bad`` buffer."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A bool (``read_into``'s read-only buffer)."""
+
+
+@dataclass(frozen=True)
+class Form:
+    """How a Python caller passes the valid values (``ops.FORMS``)."""
+
+
+FieldKind = Key | Keys | Batch | Buffer | Flag | Form
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of an op kind: its attribute name and kind; ``required``: a
+    trace line must give it (else the op's default stands)."""
+
+    name: str
+    kind: FieldKind
+    required: bool = False
+
+
+# ------------------------------------------------------------ model values
+# The binding's rules for op values: a non-str key, a None payload, a
+# read-only buffer and every Bad shape are invalid.
+
+_BAD_KEY = (Invalid("key list of the wrong shape"),)  # as binding.as_keys reads a str or an int
+_BAD_ITEM = (Invalid("object without key and payload"), Invalid("no payload"))
+
+
+def model_key(value: KeyValue) -> model.KeyArg:
+    return value if isinstance(value, str) else Invalid("key that is not a str")
+
+
+def model_keys(values: KeyList) -> tuple[model.KeyArg, ...]:
+    return _BAD_KEY if isinstance(values, Bad) else tuple(map(model_key, values))
+
+
+def _model_item(value: ObjectValue) -> model.Item:
+    if isinstance(value, Bad):
+        return _BAD_ITEM
+    key, payload = value
+    return model_key(key), payload if isinstance(payload, bytes) else Invalid("payload")
+
+
+def model_items(objects: Objects) -> tuple[model.Item, ...]:
+    return (_BAD_ITEM,) if isinstance(objects, Bad) else tuple(map(_model_item, objects))
+
+
+def model_buffer(buffer: int | Bad, readonly: bool) -> int | Invalid:
+    if readonly:
+        return Invalid("read-only buffer")
+    return buffer if isinstance(buffer, int) else Invalid(f"buffer: {buffer.what}")
+
+
+# ------------------------------------------------------------------ checks
+
+
+def has_bad(kind: FieldKind, value: Any) -> bool:
+    """Whether ``value`` holds a ``Bad`` shape (only a Python store can be handed one)."""
+    if isinstance(value, Bad):
+        return True
+    return isinstance(kind, Batch) and any(isinstance(obj, Bad) for obj in value)
+
+
+# ------------------------------------------------------------------ display
+
+
+def show(kind: FieldKind, value: Any, readonly: bool = False) -> str:
+    """``value`` of ``kind`` as a caller would read it."""
+    if isinstance(kind, Batch):
+        if isinstance(value, Bad):
+            return _shown_list(value)
+        shown = (
+            "<object without key and payload>" if isinstance(obj, Bad) else f"{obj[0]!r}={show_payload(obj[1])}"
+            for obj in value
+        )
+        return f"[{', '.join(shown)}]"
+    if isinstance(kind, Keys):
+        return _shown_list(value)
+    if isinstance(kind, Buffer):
+        if isinstance(value, Bad):
+            return "None" if value.what == "not-buffer" else "a buffer that is not C-contiguous"
+        return f"{'read-only ' if readonly else ''}buffer of {value} bytes"
+    return repr(value)
+
+
+def _shown_list(values: Any) -> str:
+    if isinstance(values, Bad):
+        return {"str": "'k0' (a str, not a list)", "int": "7 (not iterable)"}[values.what]
+    return repr(list(values))
+
+
+def show_payload(payload: PayloadValue) -> str:
+    if payload is None:
+        return "None"
+    if len(payload) > 8 and payload == payload[:1] * len(payload):
+        return f"{payload[:1].hex()}*{len(payload)}"  # a big object: its fill byte and size
+    return payload.hex()

@@ -1,0 +1,146 @@
+"""The op alphabet's values: what a trace is made of.
+
+A trace is a store's parameters plus a list of ops. Values inside ops are the
+Python values a caller would pass, invalid ones included: a key is a ``str``
+(or an ``int``, which is invalid), a payload is ``bytes`` (or ``None``,
+invalid), a read buffer is a size and whether it is read-only. ``Bad`` stands
+where a whole key list, batch, object or buffer has the wrong shape (a
+``str`` given as a key list, an object without ``key`` and ``payload``, a
+buffer that is not one).
+
+An op's ``form`` says how a Python driver passes the valid values. It never
+changes the outcome, so ports in other languages ignore it:
+
+- ``list``: lists, ``BlockObject`` with ``bytes``, a ``bytearray`` buffer.
+- ``tuple``: tuples, ``BlockObject`` with a ``bytearray`` payload that the
+  caller overwrites once the call returns, a ``memoryview`` buffer.
+- ``iter``: one-pass generators, plain objects (not ``BlockObject``) whose
+  payload the caller replaces once the call returns, a buffer cast to
+  format ``c``.
+
+What a target offers decides which ops a trace may hold (``Features``):
+``read_into``; the observations ``flush``, ``len``, ``in``, ``stats`` and
+``with`` (``OBSERVE``); the Python call forms and shapes (``PYTHON``; a port
+behind the process protocol receives plain JSON values).
+
+Everything an op kind *does* (its model step, its Python call, its bytes,
+its JSON, how it is shown) is in its row of ``auxspec.engine.table``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class Bad:
+    """A value of the wrong shape (strict only): ``what`` is one of ``SHAPES``."""
+
+    what: str
+
+
+# Bad shapes and where each may stand.
+BAD_LISTS = ("str", "int")  # a key list or batch given as the str "k0", or as the int 7
+BAD_OBJECT = "object"  # an object with neither key nor payload, inside a batch
+BAD_BUFFERS = ("not-buffer", "strided")  # None, or a writable buffer that is not C-contiguous
+SHAPES = (*BAD_LISTS, BAD_OBJECT, *BAD_BUFFERS)
+
+KeyValue = str | int
+PayloadValue = bytes | None
+KeyList = tuple[KeyValue, ...] | Bad
+ObjectValue = tuple[KeyValue, PayloadValue] | Bad
+Objects = tuple[ObjectValue, ...] | Bad
+
+FORMS = ("list", "tuple", "iter")
+
+
+@dataclass(frozen=True)
+class Put:
+    objects: Objects = ()
+    retain: KeyList = ()
+    release: KeyList = ()
+    form: str = "list"
+    name: ClassVar[str] = "put"
+
+
+@dataclass(frozen=True)
+class Get:
+    keys: KeyList = ()
+    form: str = "list"
+    name: ClassVar[str] = "get"
+
+
+@dataclass(frozen=True)
+class ReadInto:
+    keys: KeyList = ()
+    buffer: int | Bad = 0
+    readonly: bool = False
+    form: str = "list"
+    name: ClassVar[str] = "read_into"
+
+
+@dataclass(frozen=True)
+class Close:
+    name: ClassVar[str] = "close"
+
+
+@dataclass(frozen=True)
+class Flush:
+    name: ClassVar[str] = "flush"
+
+
+@dataclass(frozen=True)
+class Len:
+    name: ClassVar[str] = "len"
+
+
+@dataclass(frozen=True)
+class Contains:
+    key: KeyValue = ""
+    name: ClassVar[str] = "contains"
+
+
+@dataclass(frozen=True)
+class Stats:
+    name: ClassVar[str] = "stats"
+
+
+@dataclass(frozen=True)
+class Enter:
+    """``store.__enter__()``: the same step as ``flush``; it returns the store."""
+
+    name: ClassVar[str] = "enter"
+
+
+@dataclass(frozen=True)
+class Exit:
+    """``store.__exit__(None, None, None)``: the same step as ``close``."""
+
+    name: ClassVar[str] = "exit"
+
+
+Op = Put | Get | ReadInto | Close | Flush | Len | Contains | Stats | Enter | Exit
+
+SizeValue = int | float | str | None  # what a trace may pass as a size; only an int (not a bool) is valid
+
+
+@dataclass(frozen=True)
+class Trace:
+    profile: str
+    max_bytes: SizeValue
+    object_nbytes: SizeValue
+    ops: tuple[Op, ...] = field(default=())
+
+
+# ----------------------------------------------------------------- features
+
+READ_INTO = "read_into"  # read_into(keys, buffer)
+OBSERVE = "observe"  # flush(), len(store), key in store, stats(), with store
+PYTHON = "python"  # the forms and Bad shapes: only a Python store can be handed them
+# Not a target's: invalid values under ``upstream`` too, where the model
+# raises UndefinedInput (the model harness checks that it does).
+UNDEFINED = "undefined"
+Features = frozenset[str]
+ALL: Features = frozenset({READ_INTO, OBSERVE, PYTHON})
+CORE: Features = frozenset({READ_INTO})  # a port behind the process protocol

@@ -1,0 +1,313 @@
+"""Trace files: JSON Lines, a header line then one op per line with its
+expected outcome. The same files are the conformance vectors.
+
+Format 2 added the observations (``flush``, ``len``, ``contains``,
+``stats``, ``enter``, ``exit``), the ``form`` of an op and ``{"bad": ...}``
+shapes; a file that needs none of them is written as format 1, so readers
+of format 1 keep reading it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from auxspec.engine.expect import expected_new, expected_outcomes
+from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys
+from auxspec.engine.ops import BAD_BUFFERS, BAD_LISTS, BAD_OBJECT, CORE, FORMS, Bad, KeyList, KeyValue, Op, Trace
+from auxspec.engine.table import BY_NAME, STATS_FIELDS, kind_of, needs
+from auxspec.models import sequential as model
+from auxspec.models.sequential import PROFILES, Err, Kind, Ok, Outcome
+
+FORMAT = "auxspec-trace"
+VERSION = 2  # 2 added the observations, forms and Bad shapes; a file that needs none of them is written as 1
+VERSIONS = (1, 2)
+# The largest read_into buffer a trace or a protocol request may ask for: far
+# more than any trace reads (64 keys of 16 KiB), and a reader (auxspec serve)
+# allocates it, so a line cannot make it allocate gigabytes.
+MAX_BUFFER = 1 << 20
+
+
+class TraceError(ValueError):
+    """A trace or vector file that does not follow the format; names the line."""
+
+
+def op_version(op: Op) -> int:
+    """The lowest format version that can hold ``op``."""
+    return 2 if needs(op) - CORE else 1
+
+
+def version_of(trace: Trace) -> int:
+    """The lowest format version that can hold ``trace``."""
+    return max(map(op_version, trace.ops), default=1)
+
+
+# ------------------------------------------------------------- op lines
+# Field by field, by kind (auxspec.engine.fields): the op table says which
+# fields an op has; this says how each kind of field reads and writes.
+
+
+def op_to_json(op: Op) -> dict[str, Any]:
+    """``op`` as a trace line (without its expectation)."""
+    body: dict[str, Any] = {"op": op.name}
+    for f in kind_of(op).fields:
+        value = getattr(op, f.name)
+        if not (isinstance(f.kind, Form) and value == "list"):
+            body[f.name] = _TO_JSON[type(f.kind)](value)
+    return body
+
+
+def op_from_json(line: Any, where: str) -> Op:
+    """The op a trace line (or protocol request) stands for."""
+    _want(isinstance(line, dict) and isinstance(line.get("op"), str), where, 'an op line needs "op"')
+    row = BY_NAME.get(line["op"])
+    if row is None:
+        raise TraceError(f"{where}: unknown op {line['op']!r}")
+    values = {}
+    for f in row.fields:
+        if f.name in line or f.required:
+            values[f.name] = _FROM_JSON[type(f.kind)](line.get(f.name), where)
+    return row.cls(**values)  # type: ignore[no-any-return]
+
+
+def _want(cond: bool, where: str, what: str) -> None:
+    if not cond:
+        raise TraceError(f"{where}: {what}")
+
+
+def _bad_to_json(value: Any) -> Any:
+    return {"bad": value.what} if isinstance(value, Bad) else value
+
+
+def _keys_to_json(keys: KeyList) -> Any:
+    return _bad_to_json(keys) if isinstance(keys, Bad) else list(keys)
+
+
+def _batch_to_json(objects: Any) -> Any:
+    if isinstance(objects, Bad):
+        return _bad_to_json(objects)
+    return [
+        _bad_to_json(obj) if isinstance(obj, Bad) else [obj[0], None if obj[1] is None else obj[1].hex()]
+        for obj in objects
+    ]
+
+
+_TO_JSON: dict[type, Any] = {
+    Key: lambda value: value,
+    Keys: _keys_to_json,
+    Batch: _batch_to_json,
+    Buffer: _bad_to_json,
+    Flag: lambda value: value,
+    Form: lambda value: value,
+}
+
+
+def _bad_from_json(value: Any, where: str, allowed: tuple[str, ...]) -> Bad | None:
+    """``{"bad": what}`` as a ``Bad``; None for any other value."""
+    if not isinstance(value, dict):
+        return None
+    _want(set(value) == {"bad"} and value["bad"] in allowed, where, f'a bad value is {{"bad": one of {list(allowed)}}}')
+    return Bad(value["bad"])
+
+
+def _key_from_json(value: Any, where: str) -> KeyValue:
+    _want(isinstance(value, (str, int)) and not isinstance(value, bool), where, f"key must be a string, got {value!r}")
+    return value  # type: ignore[no-any-return]
+
+
+def _keys_from_json(value: Any, where: str) -> KeyList:
+    bad = _bad_from_json(value, where, BAD_LISTS)
+    if bad is not None:
+        return bad
+    _want(isinstance(value, list), where, "keys must be a list")
+    return tuple(_key_from_json(k, where) for k in value)
+
+
+def _object_from_json(obj: Any, where: str) -> Any:
+    bad = _bad_from_json(obj, where, (BAD_OBJECT,))
+    if bad is not None:
+        return bad
+    _want(isinstance(obj, list) and len(obj) == 2, where, "each object is [key, hex payload or null]")
+    payload = obj[1]
+    _want(payload is None or isinstance(payload, str), where, "payload must be hex or null")
+    try:
+        data = None if payload is None else bytes.fromhex(payload)
+    except ValueError:
+        raise TraceError(f"{where}: payload {payload!r} is not hex") from None
+    return _key_from_json(obj[0], where), data
+
+
+def _batch_from_json(raw: Any, where: str) -> Any:
+    bad = _bad_from_json(raw, where, BAD_LISTS)
+    if bad is not None:
+        return bad
+    _want(isinstance(raw, list), where, "objects must be a list")
+    return tuple(_object_from_json(obj, where) for obj in raw)
+
+
+def _buffer_from_json(buffer: Any, where: str) -> Any:
+    bad = _bad_from_json(buffer, where, BAD_BUFFERS)
+    _want(
+        bad is not None or (isinstance(buffer, int) and not isinstance(buffer, bool) and 0 <= buffer <= MAX_BUFFER),
+        where,
+        f"buffer is a size from 0 to {MAX_BUFFER}",
+    )
+    return bad or buffer
+
+
+def _flag_from_json(value: Any, where: str) -> bool:
+    _want(isinstance(value, bool), where, "readonly must be true or false")
+    return bool(value)
+
+
+def _form_from_json(form: Any, where: str) -> str:
+    _want(form in FORMS, where, f"form must be one of {', '.join(FORMS)}")
+    return str(form)
+
+
+_FROM_JSON: dict[type, Any] = {
+    Key: _key_from_json,
+    Keys: _keys_from_json,
+    Batch: _batch_from_json,
+    Buffer: _buffer_from_json,
+    Flag: _flag_from_json,
+    Form: _form_from_json,
+}
+
+
+# ------------------------------------------------------------- outcomes
+
+
+def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
+    if isinstance(outcome, Err):
+        return {"error": outcome.kind.value}
+    value = outcome.value
+    if isinstance(value, bytes):
+        return {"ok": value.hex()}
+    if isinstance(value, model.Stats):
+        return {"ok": {name: getattr(value, name) for name in STATS_FIELDS}}
+    return {"ok": value}
+
+
+def outcome_from_json(value: Any, where: str) -> Outcome:
+    _want(isinstance(value, dict) and len(value) == 1, where, 'expect is {"ok": ...} or {"error": kind}')
+    if "error" in value:
+        try:
+            return Err(Kind(value["error"]))
+        except ValueError:
+            raise TraceError(f"{where}: unknown error kind {value['error']!r}") from None
+    _want("ok" in value, where, 'expect is {"ok": ...} or {"error": kind}')
+    ok = value["ok"]
+    if ok is None or isinstance(ok, (bool, int)):
+        return Ok(ok)
+    if isinstance(ok, dict):
+        _want(
+            set(ok) == set(STATS_FIELDS) and all(type(ok[name]) is int for name in STATS_FIELDS),
+            where,
+            f"stats are an object of the ints {', '.join(STATS_FIELDS)}",
+        )
+        return Ok(model.Stats(*(ok[name] for name in STATS_FIELDS)))
+    _want(isinstance(ok, str), where, "ok value is hex, an int, a bool, stats or null")
+    try:
+        return Ok(bytes.fromhex(ok))
+    except ValueError:
+        raise TraceError(f"{where}: ok value {ok!r} is not hex") from None
+
+
+# ------------------------------------------------------------- files
+
+
+@dataclass(frozen=True)
+class Vector:
+    """A trace with the outcome the spec expects after each op."""
+
+    name: str
+    description: str
+    trace: Trace
+    expected: tuple[Outcome, ...]
+    expected_new: Outcome = field(default_factory=Ok)  # building the store; an error means no op runs
+
+
+def vector_from_trace(trace: Trace, name: str, description: str = "") -> Vector:
+    """The vector whose expectations the spec computes for ``trace``."""
+    outcomes = tuple(outcome for outcome, _ in expected_outcomes(trace))
+    return Vector(name, description, trace, outcomes, expected_new(trace))
+
+
+def dumps(vector: Vector) -> str:
+    trace = vector.trace
+    header = {
+        "format": FORMAT,
+        "version": version_of(trace),
+        "name": vector.name,
+        "description": vector.description,
+        "profile": trace.profile,
+        "max_bytes": trace.max_bytes,
+        "object_nbytes": trace.object_nbytes,
+        "expect_new": outcome_to_json(vector.expected_new),
+    }
+    lines = [json.dumps(header)]
+    for op, outcome in zip(trace.ops, vector.expected, strict=True):
+        lines.append(json.dumps({**op_to_json(op), "expect": outcome_to_json(outcome)}))
+    return "\n".join(lines) + "\n"
+
+
+def write(vector: Vector, path: Path) -> None:
+    path.write_text(dumps(vector), encoding="utf-8")
+
+
+def loads(text: str, source: str = "<trace>") -> Vector:
+    """Parse a trace; any fault is a ``TraceError`` naming ``source:line``."""
+    lines = text.splitlines()
+    if not lines or not lines[0].strip():
+        raise TraceError(f"{source}:1: empty file, expected a header line")
+    header = _json_line(lines[0], f"{source}:1")
+    where = f"{source}:1"
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise TraceError(f'{where}: header must have "format": "{FORMAT}"')
+    if header.get("version") not in VERSIONS:
+        readable = " and ".join(map(str, VERSIONS))
+        raise TraceError(f"{where}: version {header.get('version')!r} is not supported (this reader: {readable})")
+    if header.get("profile") not in PROFILES:
+        raise TraceError(f"{where}: profile must be one of {', '.join(PROFILES)}")
+    for size in ("max_bytes", "object_nbytes"):
+        # Any JSON scalar: a non-integer size is how a vector states a bad constructor call.
+        if size not in header or isinstance(header[size], (list, dict)):
+            raise TraceError(f"{where}: {size} must be given as a number")
+    expect_new = outcome_from_json(header.get("expect_new", {"ok": None}), where)
+    ops: list[Op] = []
+    expected: list[Outcome] = []
+    for number, raw in enumerate(lines[1:], start=2):
+        if not raw.strip():
+            continue
+        where = f"{source}:{number}"
+        line = _json_line(raw, where)
+        op = op_from_json(line, where)
+        if header["version"] < op_version(op):
+            raise TraceError(f"{where}: {op.name} with this form or shape needs format version 2, the header says 1")
+        ops.append(op)
+        if not isinstance(line, dict) or "expect" not in line:
+            raise TraceError(f'{where}: op line needs "expect"')
+        expected.append(outcome_from_json(line["expect"], where))
+    trace = Trace(header["profile"], header["max_bytes"], header["object_nbytes"], tuple(ops))
+    if isinstance(expect_new, Err) and ops:
+        raise TraceError(f"{source}:2: a store that cannot be built has no ops to run")
+    return Vector(str(header.get("name", "")), str(header.get("description", "")), trace, tuple(expected), expect_new)
+
+
+def load(path: Path) -> Vector:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise TraceError(f"{path}: cannot read: {error}") from None
+    return loads(text, str(path))
+
+
+def _json_line(raw: str, where: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise TraceError(f"{where}: not JSON ({error.msg} at column {error.colno})") from None
+    except ValueError as error:  # an integer longer than int() takes (sys.get_int_max_str_digits())
+        raise TraceError(f"{where}: not JSON this reader takes ({error})") from None

@@ -1,0 +1,1 @@
+"""Generators of inputs: background scenarios and writer schedules."""
