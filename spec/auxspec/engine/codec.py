@@ -14,7 +14,7 @@ traces.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from operator import length_hint
 from typing import Any
@@ -79,6 +79,7 @@ for _row in TABLE:
     members = tuple(r for r in TABLE if r.group == _row.group) if _row.group else (_row,)
     _SLOTS.extend([members] * _row.slots)
 assert len(_SLOTS) == 32, "the rows' slots must cover an op byte's five low bits"
+assert all(tuple(f.name for f in row.fields) == tuple(f.name for f in fields(row.cls)) for row in TABLE)
 _GET = BY_NAME["get"]  # what a slot decodes as when the target lacks its feature
 _FORM_BITS = {"list": 0, "tuple": 6 << 5, "iter": 7 << 5}
 
@@ -127,10 +128,12 @@ def decode(data: bytes, profile: str = "strict", features: Features = ALL) -> Tr
         row = members[0] if len(members) == 1 else members[src.next() % len(members)]
         if form == "iter" and not row.one_pass_upstream and profile != "strict":
             form = "tuple"  # vLLM reads a key list twice: a one-pass iterator is not the list[str] it takes
-        values = {
-            f.name: form if isinstance(f.kind, Form) else _READERS[type(f.kind)](f.kind, reading) for f in row.fields
-        }
-        ops.append(row.cls(**values))
+        # Positionally: a row's fields are its dataclass's, in order (checked below).
+        ops.append(
+            row.cls(
+                *[form if isinstance(f.kind, Form) else _READERS[type(f.kind)](f.kind, reading) for f in row.fields]
+            )
+        )
     return Trace(profile, max_bytes, object_nbytes, tuple(ops))
 
 
