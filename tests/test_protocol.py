@@ -14,6 +14,7 @@ import pytest
 
 from auxspec import cli
 from auxspec.drivers.protocol import serve
+from auxspec.engine import traces
 from auxspec.reference.store import ReferenceStore
 
 PY = shlex.quote(sys.executable)
@@ -98,34 +99,54 @@ def REPLAY(line):
 """
 
 
+# Broken from the first request: a port that cannot be verified (exit 2).
+AT_START = [
+    ("wrong id", "def answer(request, good):\n    return json.dumps({**good, 'id': good['id'] + 1})\n"),
+    ("unknown kind", "def answer(request, good):\n    return json.dumps({'id': good['id'], 'error': 'weird'})\n"),
+    ("both fields", "def answer(request, good):\n    return json.dumps({**good, 'ok': None, 'error': 'type'})\n"),
+    ("huge number", "def answer(request, good):\n    return '{\"id\": ' + '9' * 5000 + '}'\n"),
+]
+# Broken in mid-trace, after answering well: a counterexample like any other.
+MID_TRACE = [
+    ("crash", "def answer(request, good):\n    if seen['n'] == 3: sys.exit(7)\n    return json.dumps(good)\n"),
+    (
+        "hang",
+        "import time\ndef answer(request, good):\n"
+        "    if seen['n'] == 3: time.sleep(60)\n    return json.dumps(good)\n",
+    ),
+    ("garbage", "def answer(request, good):\n    return 'hello' if seen['n'] == 3 else json.dumps(good)\n"),
+    (
+        "wrong type",
+        "def answer(request, good):\n"
+        "    if request['op'] == 'get':\n        return json.dumps({'id': good['id'], 'ok': 12})\n"
+        "    return json.dumps(good)\n",
+    ),
+]
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize(
-    ("name", "body"),
-    [
-        ("crash", "def answer(request, good):\n    if seen['n'] == 3: sys.exit(7)\n    return json.dumps(good)\n"),
-        (
-            "hang",
-            "import time\ndef answer(request, good):\n"
-            "    if seen['n'] == 3: time.sleep(60)\n    return json.dumps(good)\n",
-        ),
-        ("garbage", "def answer(request, good):\n    return 'hello' if seen['n'] == 3 else json.dumps(good)\n"),
-        ("wrong id", "def answer(request, good):\n    return json.dumps({**good, 'id': good['id'] + 1})\n"),
-        ("unknown kind", "def answer(request, good):\n    return json.dumps({'id': good['id'], 'error': 'weird'})\n"),
-        (
-            "wrong type",
-            "def answer(request, good):\n"
-            "    if request['op'] == 'get':\n        return json.dumps({'id': good['id'], 'ok': 12})\n"
-            "    return json.dumps(good)\n",
-        ),
-        ("both fields", "def answer(request, good):\n    return json.dumps({**good, 'ok': None, 'error': 'type'})\n"),
-        ("huge number", "def answer(request, good):\n    return '{\"id\": ' + '9' * 5000 + '}'\n"),
-    ],
-)
-def test_misbehaving_ports_are_target_errors(
+@pytest.mark.parametrize(("name", "body"), AT_START, ids=[name for name, _ in AT_START])
+def test_ports_broken_from_the_start_are_target_errors(
     tmp_path: Path, name: str, body: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _verify("--exec", _port(tmp_path, HISTORY + body)) == 2, name
     assert "broke the protocol" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("name", "body"), MID_TRACE, ids=[name for name, _ in MID_TRACE])
+def test_a_port_that_breaks_in_mid_trace_is_a_counterexample(
+    tmp_path: Path, name: str, body: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "divergence.jsonl"
+    port = _port(tmp_path, HISTORY + body)
+    args = ["--exec", port, "--max-time", "20", "--seed", "3", "--op-timeout", "1", "--out", str(out)]
+    code = cli.main(["verify", *args])
+    shown = capsys.readouterr().out
+    assert code == 1, shown
+    assert "the port broke" in shown
+    vector = traces.load(out)  # a vector of the trace up to the op that broke it
+    assert 1 <= len(vector.trace.ops) <= 6, shown
 
 
 @pytest.mark.timeout(120)

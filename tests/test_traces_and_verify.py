@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from auxspec import cli
 from auxspec.engine import traces
-from auxspec.engine.codec import BIG, SPECIAL_SIZES, decode
+from auxspec.engine.codec import BIG, MAX_SCALED_OPS, MOST_NBYTES, MOST_SLOTS, SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.compare import compare
 from auxspec.engine.expect import expected_new
 from auxspec.engine.ops import (
@@ -72,6 +72,10 @@ def test_any_bytes_decode_to_a_trace_the_spec_runs(data: bytes, profile: str) ->
     assert len(vector.expected) == len(trace.ops)
     if isinstance(vector.expected_new, Err):
         assert trace.ops == () and len(data) >= 1 and data[0] >= SPECIAL_SIZES + 8
+    elif data and SCALED <= data[0] < SPECIAL_SIZES:  # the scaled scope: sizes across scales
+        assert isinstance(trace.object_nbytes, int) and 1 <= trace.object_nbytes <= MOST_NBYTES
+        assert isinstance(trace.max_bytes, int) and 1 <= trace.max_bytes // trace.object_nbytes <= MOST_SLOTS
+        assert len(trace.ops) <= MAX_SCALED_OPS
     else:
         assert trace.object_nbytes in (1, 2, 3, 4, BIG)
         assert isinstance(trace.max_bytes, int) and 1 <= trace.max_bytes // trace.object_nbytes <= 4

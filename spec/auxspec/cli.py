@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from auxspec.engine.ops import Trace
 from auxspec.engine.table import describe, trace_needs
 from auxspec.engine.target import Target, load_target
 from auxspec.engine.traces import TraceError, outcome_to_json
+from auxspec.generators import exhaustive
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
 REGRESSIONS = BUNDLED_VECTORS / "regressions"
@@ -62,6 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         help="after a divergence that is a documented deviation of vLLM from strict (docs/deviations.md), "
         "record it and search on for the others, so a vLLM-like target's report lists them all",
     )
+    check.add_argument(
+        "--exact-order",
+        action="store_true",
+        help="also compare the recency order of keys with a reference (no call can observe it under strict; "
+        "under upstream it is always compared)",
+    )
 
     again = commands.add_parser(
         "reproduce",
@@ -97,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "serve":
-
         try:
             return main_serve(args.target)
         except (LookupError, OSError, ImportError) as error:
@@ -124,6 +131,8 @@ def _verify(args: argparse.Namespace) -> int:
             target, stop_port = verify.exec_target(args.exec_command, args.op_timeout)
         else:
             target = load_target(args.target)
+        if args.exact_order:
+            target = replace(target, exact_order=True)
     except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
@@ -137,9 +146,7 @@ def _verify(args: argparse.Namespace) -> int:
             stop_port()
 
 
-def _check(
-    args: argparse.Namespace, target: Target, vectors: list[traces.Vector], report: dict[str, Any]
-) -> int:
+def _check(args: argparse.Namespace, target: Target, vectors: list[traces.Vector], report: dict[str, Any]) -> int:
     say = _say(args.json)
     report["target"] = target.label
     say(f"verifying {target.label} against the {args.profile} spec")
@@ -161,16 +168,45 @@ def _check(
     say(f"{len(usable)} vectors replayed ({time.monotonic() - started:.1f} s)")
 
     def progress(tried: int, left: float) -> None:
-        say(f"  explored {tried} traces, {left:.0f} s left")
+        if sys.stdout.isatty():  # a log gets one line per phase, not one per round
+            say(f"  explored {tried} traces, {left:.0f} s left")
 
     # A target with a background store gives a third of the time to its
-    # interleavings; the rest goes to the sequential store.
+    # interleavings; the rest goes to the sequential store: first every trace
+    # of the small scope (a quarter of that time at most), then the search.
     background = target.background is not None and target.observe is not None
     sequential_time = args.max_time * (2 / 3 if background else 1)
     deadline = time.monotonic() + sequential_time
+    reach = verify.Reach()
+    report["scope"] = reach
+    started, ops_before = time.monotonic(), reach.ops_run
+    while True:
+        divergence, small = verify.exhaust(target, args.profile, sequential_time / 4, frozenset(deviations), reach)
+        if divergence is None or divergence.deviation is None or not args.keep_going:
+            break
+        deviations[divergence.deviation] = divergence
+    reach.phase(
+        "exhaustive",
+        small.traces,
+        time.monotonic() - started,
+        reach.ops_run - ops_before,
+        states=small.states,
+        complete=small.complete,
+    )
+    say(
+        f"small scope ({exhaustive.DEPTH} ops over keys {', '.join(exhaustive.KEYS)}, capacity "
+        f"{'-'.join(map(str, exhaustive.CAPACITIES))}): {small.traces} traces, {small.states} states, "
+        + ("complete" if small.complete else "NOT complete (out of time)")
+    )
+    if divergence is not None and (divergence.deviation is None or not args.keep_going):
+        report["explored"] = small.traces
+        return _diverged(args, report, divergence, say)
     explored = 0
+    started, ops_before = time.monotonic(), reach.ops_run
     while (left := deadline - time.monotonic()) > 0:
-        divergence, tried = verify.explore(target, args.profile, left, args.seed, progress, known=frozenset(deviations))
+        divergence, tried = verify.explore(
+            target, args.profile, left, args.seed, progress, known=frozenset(deviations), reach=reach
+        )
         explored += tried
         if divergence is None:
             break
@@ -178,7 +214,9 @@ def _check(
             report["explored"] = explored
             return _diverged(args, report, divergence, say)
         deviations[divergence.deviation] = divergence
+    reach.phase("random", explored, time.monotonic() - started, reach.ops_run - ops_before)
     report["explored"] = explored
+    _say_reach(reach, say)
     if deviations:
         return _deviates(args, report, deviations, say)
     if background:
@@ -191,13 +229,13 @@ def _check(
             say(violation)
             report.update(result="diverges", background=violation)
             if args.json:
-                print(json.dumps(report))
+                print(json.dumps(report, default=_as_json))
             return 1
         say(f"background store: {scenarios} scenarios agree with the background spec")
     report["result"] = "conforms"
     say(f"conforms: {len(usable)} vectors and {explored} explored traces agree with the spec")
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(report, default=_as_json))
     return 0
 
 
@@ -211,7 +249,6 @@ def _write_shortest(divergence: Divergence, path: Path, name: str, label: str) -
 def _diverged(args: argparse.Namespace, report: dict[str, Any], divergence: Divergence, say: Any) -> int:
     say(divergence.render())
     if divergence.deviation:
-
         say(f"this is vLLM's documented deviation {divergence.deviation}: {DEVIATIONS[divergence.deviation]}")
         say("(--keep-going lists every deviation the target has)")
         report["deviation"] = divergence.deviation
@@ -220,7 +257,7 @@ def _diverged(args: argparse.Namespace, report: dict[str, Any], divergence: Dive
     report.update(result="diverges", step=divergence.step, expected=divergence.expected, actual=divergence.actual)
     report["trace"] = str(args.out)
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(report, default=_as_json))
     return 1
 
 
@@ -237,7 +274,7 @@ def _deviates(args: argparse.Namespace, report: dict[str, Any], found: dict[str,
         listed.append({"deviation": name, "trace": str(path)})
     report.update(result="deviates", deviations=listed)
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(report, default=_as_json))
     return 1
 
 
@@ -304,6 +341,27 @@ def _vectors(args: argparse.Namespace) -> int:
     if cov.missing:
         print("not covered: " + ", ".join(cov.missing))
     return 1 if bad or cov.percent < args.min_coverage else 0
+
+
+def _as_json(value: object) -> object:
+    if isinstance(value, verify.Reach):
+        return value.as_json()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _say_reach(reach: verify.Reach, say: Any) -> None:
+    say(
+        f"reached: {reach.slots} slots, objects of {reach.object_nbytes} bytes, {reach.keys} keys in a trace "
+        f"({reach.keys_over_slots:.1f} per slot), {reach.ops} ops, pin count {reach.pins}, lists of {reach.key_list}"
+    )
+    for name, figures in reach.phases.items():
+        say(
+            f"{name}: {figures['traces']:g} traces, {figures['ops']:g} ops in {figures['seconds']:g} s "
+            f"({figures['traces_per_s']:g} traces/s, {figures['ops_per_s']:g} ops/s)"
+        )
+    short = reach.short_of()
+    if short:
+        say(f"scope NOT reached in this run: {'; '.join(short)}")
 
 
 def _say(quiet: bool) -> Any:

@@ -33,13 +33,21 @@ class ProtocolError(PortBroken):
     """The port process broke the protocol (exited, hung, printed garbage)."""
 
 
+class _Broken(Exception):
+    """Raised inside ``PortProcess.request``: what went wrong, before it is
+    told apart as at the start or mid-run."""
+
+
 class PortProcess:
     """One running port; requests go out one at a time and wait for their answer."""
 
-    def __init__(self, command: str, op_timeout: float = 5.0) -> None:
+    def __init__(self, command: str, op_timeout: float = 5.0, earlier_answers: int = 0) -> None:
         self.command = command
         self.op_timeout = op_timeout
         self.next_id = 1
+        # Requests answered, by this process and the earlier ones of its run:
+        # once any was, a break is a counterexample, not a port that cannot run.
+        self.answered = earlier_answers
         try:
             self.process = subprocess.Popen(
                 shlex.split(command),
@@ -50,9 +58,23 @@ class PortProcess:
                 bufsize=1,
             )
         except OSError as error:
-            raise ProtocolError(f"cannot start {command!r}: {error}") from None
+            raise ProtocolError(f"cannot start {command!r}: {error}", at_start=earlier_answers == 0) from None
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
 
     def request(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The answer to ``body``; a ``ProtocolError`` (and the process killed,
+        so it is never read half-way again) when it breaks the protocol."""
+        try:
+            reply = self._request(body)
+        except _Broken as broken:
+            self.kill()
+            raise ProtocolError(str(broken), at_start=self.answered == 0) from None
+        self.answered += 1
+        return reply
+
+    def _request(self, body: dict[str, Any]) -> dict[str, Any]:
         request_id = self.next_id
         self.next_id += 1
         line = json.dumps({"id": request_id, **body})
@@ -61,23 +83,25 @@ class PortProcess:
             self.process.stdin.write(line + "\n")
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
-            raise ProtocolError(f"port exited before request {line}{self._stderr_tail()}") from None
+            raise _Broken(f"port exited before request {line}{self._stderr_tail()}") from None
         ready, _, _ = select.select([self.process.stdout], [], [], self.op_timeout)
         if not ready:
             self.kill()
-            raise ProtocolError(f"no answer within {self.op_timeout:g} s to request {line}")
+            raise _Broken(f"no answer within {self.op_timeout:g} s to request {line}")
         answer = self.process.stdout.readline()
         if not answer:
             code = self.process.wait(timeout=self.op_timeout)
-            raise ProtocolError(f"port exited with status {code} on request {line}{self._stderr_tail()}")
+            raise _Broken(f"port exited with status {code} on request {line}{self._stderr_tail()}")
         try:
             reply = json.loads(answer)
         except ValueError:  # JSONDecodeError, or an integer longer than int() takes
-            raise ProtocolError(f"answer to request {line} is not JSON: {answer.strip()[:200]!r}") from None
+            raise _Broken(f"answer to request {line} is not JSON: {answer.strip()[:200]!r}") from None
         if not isinstance(reply, dict) or reply.get("id") != request_id:
-            raise ProtocolError(f"answer to request {line} has the wrong id: {answer.strip()[:200]!r}")
+            raise _Broken(f"answer to request {line} has the wrong id: {answer.strip()[:200]!r}")
         if ("ok" in reply) == ("error" in reply):
-            raise ProtocolError(f'answer to request {line} needs exactly one of "ok" and "error": {answer.strip()}')
+            raise _Broken(f'answer to request {line} needs exactly one of "ok" and "error": {answer.strip()}')
+        if "error" in reply and reply["error"] not in KINDS:
+            raise _Broken(f"answer to request {line} has an unknown error kind: {answer.strip()[:200]!r}")
         return reply
 
     def _stderr_tail(self) -> str:
@@ -104,9 +128,7 @@ class PortProcess:
 def _raise_for(reply: dict[str, Any], op: str, line: str) -> None:
     if "error" not in reply:
         return
-    kind = reply["error"]
-    if kind not in KINDS:
-        raise ProtocolError(f"answer to {op} has an unknown error kind {kind!r}: {line}")
+    kind = reply["error"]  # a kind of KINDS: PortProcess.request checked it
     # The binding's exception for the kind: ops.apply classifies it back. The
     # message is optional in the protocol; a Python store must give one.
     message = str(reply.get("message") or f"{kind} (the port gave no message)")
@@ -168,10 +190,27 @@ class ProcessStore:
             raise ProtocolError(f"snapshot answer is malformed ({error}): {reply}") from None
 
 
-def process_factory(command: str, op_timeout: float = 5.0) -> tuple[Callable[[Any, Any], ProcessStore], PortProcess]:
-    """A store factory over one port process (kept across traces)."""
-    port = PortProcess(command, op_timeout)
-    return (lambda max_bytes, object_nbytes: ProcessStore(port, max_bytes, object_nbytes)), port
+class Ports:
+    """The port process behind a run: kept across traces, started anew for
+    the next store after one broke."""
+
+    def __init__(self, command: str, op_timeout: float = 5.0) -> None:
+        self.command, self.op_timeout = command, op_timeout
+        self.port = PortProcess(command, op_timeout)
+
+    def store(self, max_bytes: Any, object_nbytes: Any) -> ProcessStore:
+        if not self.port.alive():
+            self.port = PortProcess(self.command, self.op_timeout, self.port.answered)
+        return ProcessStore(self.port, max_bytes, object_nbytes)
+
+    def close(self) -> None:
+        self.port.close()
+
+
+def process_factory(command: str, op_timeout: float = 5.0) -> tuple[Callable[[Any, Any], ProcessStore], Ports]:
+    """A store factory over the port process of ``command``, and the ports to close."""
+    ports = Ports(command, op_timeout)
+    return ports.store, ports
 
 
 # ------------------------------------------------------------------- serving

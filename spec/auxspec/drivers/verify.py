@@ -1,29 +1,104 @@
-"""Verify a target store against the spec: replay vectors, explore, shrink.
+"""Verify a target store against the spec: replay vectors, exhaust a small
+scope, explore, shrink.
 
-Exploration draws bytes with Hypothesis and decodes them with
-``ops.decode``, the same decoder the fuzzers use, so Hypothesis shrinks a
-divergence to a small input and therefore a short trace.
+The phases: the vectors; every trace of a small scope
+(``generators.exhaustive``), so small-scope completeness is a guarantee;
+then a random search in which Hypothesis draws bytes and ``engine.codec``
+decodes them (the same decoder the fuzzers use), alternating the classic
+scope and the scaled one (a swarm configuration, sizes across scales), so
+Hypothesis shrinks a divergence to a small input and therefore a short
+trace. ``Reach`` records the largest value each dimension reached.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
 
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
-from hypothesis.errors import NoSuchExample
+from hypothesis.errors import Flaky, NoSuchExample
 
 from auxspec.drivers import gated
 from auxspec.drivers.protocol import process_factory
 from auxspec.engine import traces
-from auxspec.engine.codec import decode
+from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.compare import Divergence, compare
-from auxspec.engine.ops import CORE
+from auxspec.engine.fields import Batch, Key, Keys
+from auxspec.engine.ops import CORE, Bad, Trace
+from auxspec.engine.table import kind_of
 from auxspec.engine.target import PortBroken, Target
+from auxspec.generators import exhaustive
 from auxspec.generators.background import background_scenario
+from auxspec.models.sequential import State
+
+# The scope the random phase is meant to reach, per dimension (issue 12):
+# what the scope report calls "not reached" when a run ends short of it.
+SCOPE = {"slots": 64, "object_nbytes": 8192, "ops": 200, "pins": 3, "keys_over_slots": 3, "key_list": 5}
+
+
+@dataclass
+class Reach:
+    """The largest value each dimension reached, and the traces per phase."""
+
+    slots: int = 0
+    object_nbytes: int = 0
+    keys: int = 0  # distinct keys in one trace
+    keys_over_slots: float = 0.0  # distinct keys / capacity, in one trace
+    ops: int = 0
+    pins: int = 0  # the highest reference count of a key
+    key_list: int = 0  # the longest key list or batch in one op
+    queue: int = 0  # the largest max_pending_batches of a background scenario
+    ops_run: int = 0  # ops of every trace recorded, for the ops/s figures
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def trace(self, trace: Trace) -> None:
+        """Record what a trace reaches without running it."""
+        if not (isinstance(trace.max_bytes, int) and isinstance(trace.object_nbytes, int)) or trace.object_nbytes < 1:
+            return
+        slots = trace.max_bytes // trace.object_nbytes
+        if slots < 1:
+            return
+        self.slots, self.object_nbytes = max(self.slots, slots), max(self.object_nbytes, trace.object_nbytes)
+        self.ops = max(self.ops, len(trace.ops))
+        self.ops_run += len(trace.ops)
+        keys: set[object] = set()
+        for op in trace.ops:
+            for f in kind_of(op).fields:
+                value = getattr(op, f.name)
+                if isinstance(f.kind, Key):
+                    keys.add(value)
+                elif isinstance(f.kind, (Keys, Batch)) and not isinstance(value, Bad):
+                    self.key_list = max(self.key_list, len(value))
+                    keys.update(v[0] if isinstance(f.kind, Batch) and not isinstance(v, Bad) else v for v in value)
+        self.keys = max(self.keys, len(keys))
+        self.keys_over_slots = max(self.keys_over_slots, len(keys) / slots)
+
+    def state(self, state: State) -> None:
+        if state.refs:
+            self.pins = max(self.pins, max(count for _, count in state.refs))
+
+    def phase(self, name: str, traces: int, seconds: float, ops: int, **more: float) -> None:
+        """Record a phase: its traces and ops, and their rates."""
+        rate = 1 / seconds if seconds > 0 else 0.0
+        figures = {"traces": traces, "ops": ops, "seconds": round(seconds, 1)}
+        figures.update(traces_per_s=round(traces * rate), ops_per_s=round(ops * rate), **more)
+        self.phases[name] = figures
+
+    def short_of(self) -> list[str]:
+        """The dimensions this run did not take as far as ``SCOPE``."""
+        reached = {name: getattr(self, name) for name in SCOPE}
+        return [f"{name} {reached[name]:g} < {most}" for name, most in SCOPE.items() if reached[name] < most]
+
+    def as_json(self) -> dict[str, object]:
+        shown = {name: getattr(self, name) for name in ("slots", "object_nbytes", "keys", "ops", "pins", "key_list")}
+        shown["keys_over_slots"] = round(self.keys_over_slots, 2)
+        if self.queue:
+            shown["queue"] = self.queue
+        return {**shown, "phases": self.phases, "not_reached": self.short_of()}
 
 
 def replay(vector: traces.Vector, target: Target) -> Divergence | None:
@@ -40,6 +115,7 @@ def explore(
     progress: Callable[[int, float], None] | None = None,
     round_size: int = 300,
     known: frozenset[str] = frozenset(),
+    reach: Reach | None = None,
 ) -> tuple[Divergence | None, int]:
     """Search for a divergence for about ``max_time`` seconds; return the
     shrunk divergence (or None) and how many traces were tried. Divergences
@@ -48,22 +124,33 @@ def explore(
     tried = 0
 
     broken: list[PortBroken] = []
+    # Inputs found to diverge. Past the deadline only they still diverge, so
+    # a replay of one during shrinking gets the same answer (Hypothesis calls
+    # a test that changes its answer flaky), and the smallest is kept in case
+    # the target itself answers differently on a second run.
+    failing: dict[bytes, Divergence] = {}
 
     def diverges(data: bytes) -> bool:
         nonlocal tried
         if broken:
             return False
+        if time.monotonic() > deadline:
+            return data in failing
         tried += 1
         if progress and tried % 2000 == 0:
             progress(tried, max(deadline - time.monotonic(), 0.0))
-        if time.monotonic() > deadline:
-            return False
         try:
-            found = compare(decode(data, profile, target.features), target)
-            return found is not None and found.deviation not in known
+            trace = decode(data, profile, target.features)
+            if reach is not None:
+                reach.trace(trace)
+            found = compare(trace, target, reach.state if reach is not None else None)
         except PortBroken as error:
             broken.append(error)  # stop searching; reported once find() returns
             return False
+        if found is not None and found.deviation not in known:
+            failing[data] = found
+            return True
+        return False
 
     # find() stops at the first divergence and shrinks it; short rounds, each
     # with its own random stream, keep the search inside the time box.
@@ -74,17 +161,54 @@ def explore(
         suppress_health_check=list(HealthCheck),
         phases=[Phase.generate, Phase.shrink],
     )
-    strategy = st.binary(min_size=4, max_size=256)
+    # Rounds alternate the classic scope (small stores, short traces) and the
+    # scaled one (the first byte from SCALED on: swarm configurations, sizes
+    # across scales, long traces), so both get half the time.
+    classic = st.binary(min_size=4, max_size=256)
+    scaled = st.tuples(st.integers(SCALED, SPECIAL_SIZES - 1), st.binary(min_size=256, max_size=4096))
+    strategies = (classic, scaled.map(lambda drawn: bytes([drawn[0]]) + drawn[1]))
     rng = Random(seed)
+    rounds = 0
     while time.monotonic() < deadline:
+        strategy = strategies[rounds % 2]
+        rounds += 1
         try:
             found = find(strategy, diverges, settings=config, random=Random(rng.getrandbits(64)))
         except NoSuchExample:
             if broken:
                 raise broken[0] from None
             continue
-        return compare(decode(found, profile, target.features), target), tried
+        except Flaky:  # the target answered one input two ways: report the smallest it failed
+            found = min(failing, key=lambda data: (len(data), data))
+        # Run once more for the report; a target that now agrees (its
+        # answers depend on its history, as a port process's may) is reported
+        # as it failed.
+        again = compare(decode(found, profile, target.features), target)
+        return again if again is not None else failing[found], tried
     return None, tried
+
+
+def exhaust(
+    target: Target,
+    profile: str,
+    max_time: float,
+    known: frozenset[str] = frozenset(),
+    reach: Reach | None = None,
+) -> tuple[Divergence | None, exhaustive.Scope]:
+    """Every trace of the small scope of ``generators.exhaustive`` (those the
+    target's features allow), for at most ``max_time`` seconds: the first
+    divergence (shortest first, so already small) and what was covered."""
+    scope = exhaustive.Scope()
+    deadline = time.monotonic() + max_time
+    for trace in exhaustive.traces(profile, scope=scope):
+        if time.monotonic() > deadline:
+            return None, scope
+        if reach is not None:
+            reach.trace(trace)
+        found = compare(trace, target, reach.state if reach is not None else None)
+        if found is not None and found.deviation not in known:
+            return found, scope
+    return None, scope
 
 
 def explore_background(

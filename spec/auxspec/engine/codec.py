@@ -13,9 +13,10 @@ traces.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from functools import partial
+from functools import cache, partial
 from operator import length_hint
 from typing import Any
 
@@ -81,6 +82,7 @@ for _row in TABLE:
 assert len(_SLOTS) == 32, "the rows' slots must cover an op byte's five low bits"
 assert all(tuple(f.name for f in row.fields) == tuple(f.name for f in fields(row.cls)) for row in TABLE)
 _GET = BY_NAME["get"]  # what a slot decodes as when the target lacks its feature
+_DEFAULTS = {row.name: {f.name: f.default for f in fields(row.cls)} for row in TABLE}
 _FORM_BITS = {"list": 0, "tuple": 6 << 5, "iter": 7 << 5}
 
 
@@ -95,16 +97,23 @@ class _Reading:
     names: tuple[KeyValue, ...]
     shape: int = 0  # read_into's buffer shape byte, which the read-only flag reads too
     keys: Any = ()  # the last key list read (a buffer's size follows it)
+    scale: int = 1  # lists read up to scale x their kind's most
+    pattern: int = 0  # payload bytes: 0 a fill byte repeated, 1 all 256 values from it, 2 sparse
+    larger: bool = False  # read_into buffers may be larger than the bytes read
 
 
 def decode(data: bytes, profile: str = "strict", features: Features = ALL) -> Trace:
     """The trace that ``data`` stands for, using only ops ``features`` allow.
 
-    Biased so that short inputs reach the interesting states: capacities of 1-4
-    (capacity 1 is the likeliest), keys from a pool of six, frequent retains so
-    stores fill with pinned keys, and under ``strict`` occasional invalid
-    values. Now and then objects are big (``BIG`` bytes) or the store cannot
-    be built.
+    The first byte picks the scope. Below ``SCALED`` (the classic scope),
+    short inputs reach the interesting small states: capacities of 1-4
+    (capacity 1 is the likeliest), keys from a pool of six, frequent retains
+    so stores fill with pinned keys, and under ``strict`` occasional invalid
+    values. From ``SCALED`` on, a header draws a swarm configuration
+    (Groce et al., ISSTA 2012): sizes log-uniformly across scales (capacity,
+    object size, key pool), a key style, a payload pattern, which op kinds are
+    on, how long key lists may be and whether ops come in runs (``_scaled``).
+    Now and then objects are big (``BIG`` bytes) or the store cannot be built.
     """
     src = _Bytes(data)
     invalid = profile == "strict" or UNDEFINED in features
@@ -113,28 +122,156 @@ def decode(data: bytes, profile: str = "strict", features: Features = ALL) -> Tr
     if selector >= SPECIAL_SIZES + 8:
         sizes = (BAD_SIZES + NON_INT_SIZES)[selector % 8] if invalid else BAD_SIZES[selector % 4]
         return Trace(profile, sizes[0], sizes[1])
+    if SCALED <= selector < SPECIAL_SIZES:
+        return _scaled(src, selector, profile, features, invalid, python)
     object_nbytes = BIG if selector >= SPECIAL_SIZES else 1 + selector % 4
     capacity = 1 + (src.next() % 8) // 2 if src.more() else 1
     max_bytes = capacity * object_nbytes + src.next() % min(object_nbytes, 4)  # a remainder is allowed
     reading = _Reading(src, object_nbytes, invalid, python, _KEYS_OR_INVALID if invalid else _KEYS)
+    ops = _read_ops(reading, profile, features, _CLASSIC, MAX_OPS, runs=False)
+    return Trace(profile, max_bytes, object_nbytes, tuple(ops))
+
+
+# A slot: a row, and the fields left at their defaults (a put of pins only, say).
+_Slot = tuple[OpKind, frozenset[str]]
+_CLASSIC: list[tuple[_Slot, ...]] = [tuple((row, frozenset()) for row in members) for members in _SLOTS]
+
+
+def _read_ops(
+    r: _Reading, profile: str, features: Features, slots: list[tuple[_Slot, ...]], most: int, runs: bool
+) -> list[Op]:
     ops: list[Op] = []
-    while src.more() and len(ops) < MAX_OPS:
+    src = r.src
+    while src.more() and len(ops) < most:
         byte = src.next()
-        members = _SLOTS[byte % 32]
-        if members[0].feature is not None and members[0].feature not in features:
-            members = (_GET,)
+        members = slots[byte % len(slots)]
+        if members[0][0].feature is not None and members[0][0].feature not in features:
+            members = ((_GET, frozenset()),)
         # The top three bits choose the form: mostly plain lists.
-        form = FORMS[max(byte >> 5, 5) - 5] if python else "list"
-        row = members[0] if len(members) == 1 else members[src.next() % len(members)]
+        form = FORMS[max(byte >> 5, 5) - 5] if r.python else "list"
+        row, skip = members[0] if len(members) == 1 else members[src.next() % len(members)]
         if form == "iter" and not row.one_pass_upstream and profile != "strict":
             form = "tuple"  # vLLM reads a key list twice: a one-pass iterator is not the list[str] it takes
-        # Positionally: a row's fields are its dataclass's, in order (checked below).
-        ops.append(
-            row.cls(
-                *[form if isinstance(f.kind, Form) else _READERS[type(f.kind)](f.kind, reading) for f in row.fields]
+        repeat = 1
+        if runs:
+            run = src.next()
+            repeat = 1 + (run >> 3) if run % 8 == 0 else 1  # now and then a run of up to 32 of this kind
+        for _ in range(min(repeat, most - len(ops))):
+            # Positionally: a row's fields are its dataclass's, in order (checked below).
+            ops.append(
+                row.cls(
+                    *[
+                        form
+                        if isinstance(f.kind, Form)
+                        else _DEFAULTS[row.name][f.name]
+                        if f.name in skip
+                        else _READERS[type(f.kind)](f.kind, r)
+                        for f in row.fields
+                    ]
+                )
             )
-        )
+    return ops
+
+
+# --------------------------------------------------------------- the scaled scope
+
+SCALED = 192  # first-byte values from here to SPECIAL_SIZES: the scaled scope
+MAX_SCALED_OPS = 256
+MOST_SLOTS = 96
+MOST_NBYTES = 12 * 1024
+KEY_STYLES = ("short", "long", "non-ascii", "look-alike", "mixed")
+_ALL_BYTES = bytes(range(256)) * 2
+
+
+def _log_scale(byte: int, most: int) -> int:
+    """1 to ``most``, log-uniform in ``byte``: every scale is as likely as the next."""
+    scaled: float = math.exp(math.log(most) * byte / 255)
+    return max(1, round(scaled))
+
+
+def _scaled(src: _Bytes, selector: int, profile: str, features: Features, invalid: bool, python: bool) -> Trace:
+    """The scaled scope: a swarm configuration, then ops.
+
+    Header bytes: capacity (1-96), object size (1 B to 12 KiB), the remainder
+    of ``max_bytes`` (any, so it is rarely a multiple), the key pool (1 to four
+    times the capacity, at most 255 keys), the key style and payload pattern,
+    and the swarm mask: which of get, read_into, the observations, close, puts
+    of pins only and puts of releases only are on, whether ops come in runs,
+    and how long key lists may be (up to four times the classic lengths, so
+    counts climb well past 2 and come back down).
+    """
+    capacity = _log_scale(src.next(), MOST_SLOTS)
+    object_nbytes = _log_scale(src.next(), MOST_NBYTES)
+    max_bytes = capacity * object_nbytes + src.next() % object_nbytes
+    pool = _log_scale(src.next(), min(255, 4 * capacity + 2))
+    style = src.next()
+    mask = src.next() | (selector & 1) << 8  # the selector's low bit: runs
+    names = _key_table(KEY_STYLES[style % len(KEY_STYLES)], pool, invalid)
+    reading = _Reading(src, object_nbytes, invalid, python, names)
+    reading.scale = 1 + (mask >> 6 & 3)
+    reading.pattern = style // len(KEY_STYLES) % 3
+    reading.larger = True
+    ops = _read_ops(reading, profile, features, _swarm(mask & 63), MAX_SCALED_OPS, runs=bool(mask >> 8))
     return Trace(profile, max_bytes, object_nbytes, tuple(ops))
+
+
+_PUT = BY_NAME["put"]
+_PINS_ONLY = frozenset({"objects", "release"})
+_RELEASES_ONLY = frozenset({"objects", "retain"})
+
+
+@cache
+def _swarm(mask: int) -> list[tuple[_Slot, ...]]:
+    """The slots of a swarm mask: puts always, the rest as its bits say."""
+    slots: list[tuple[_Slot, ...]] = [((_PUT, frozenset()),)] * 8
+    choices = [
+        (1, 3, (("get",),)),
+        (2, 2, (("read_into",),)),
+        (4, 1, (("flush", "len", "contains", "stats", "enter", "exit"),)),
+        (8, 1, (("close",),)),
+    ]
+    for bit, weight, (names,) in choices:
+        if mask & bit:
+            slots += [tuple((BY_NAME[name], frozenset()) for name in names)] * weight
+    if mask & 16:
+        slots += [((_PUT, _PINS_ONLY),)] * 3
+    if mask & 32:
+        slots += [((_PUT, _RELEASES_ONLY),)] * 3
+    return slots
+
+
+@cache
+def _key_table(style: str, pool: int, invalid: bool) -> tuple[KeyValue, ...]:
+    """The key each byte stands for: ``pool`` keys of ``style``, 255 the
+    non-str key 1 when invalid values may be made."""
+    keys = [_key_of(style, index) for index in range(pool)]
+    table: list[KeyValue] = [keys[byte % pool] for byte in range(256)]
+    if invalid:
+        table[255] = 1
+    return tuple(table)
+
+
+def _key_of(style: str, index: int) -> str:
+    if style == "mixed":
+        style = KEY_STYLES[index % 4]
+    if style == "long":  # long, sharing a long prefix: only the end tells them apart
+        return "aux/" + "layer-0/" * 24 + f"block-{index:04d}"
+    if style == "non-ascii":
+        return f"ключ-{index}-é🔑"
+    if style == "look-alike":  # pairs that look the same: NFC and NFD, a zero-width joiner
+        return ("\u00e9" if index % 2 else "e\u0301") + ("\u200d" * (index // 2 % 2)) + str(index // 4)
+    return f"k{index}"
+
+
+def _payload(r: _Reading, fill: int) -> bytes:
+    """``object_nbytes`` bytes from ``fill`` in the reading's pattern."""
+    n = r.object_nbytes
+    if r.pattern == 1:  # every byte value, starting at fill
+        run = _ALL_BYTES[fill : fill + 256]
+        return (run * (n // 256 + 1))[:n]
+    if r.pattern == 2 and n > 1:  # zeros, with fill at the ends
+        return bytes([fill]) + bytes(n - 2) + bytes([fill ^ 0xFF])
+    return bytes([fill]) * n
 
 
 def _read_key(kind: Key, r: _Reading) -> KeyValue:
@@ -147,7 +284,7 @@ def _read_keys(kind: Keys, r: _Reading) -> Any:
         r.keys = Bad(BAD_LISTS[byte % 2])
     else:
         names, read = r.names, r.src.next
-        r.keys = tuple([names[read()] for _ in range(byte % (kind.most + 1))])
+        r.keys = tuple([names[read()] for _ in range(byte % (kind.most * r.scale + 1))])
     return r.keys
 
 
@@ -157,13 +294,13 @@ def _read_batch(kind: Batch, r: _Reading) -> Any:
         return Bad(BAD_LISTS[byte % 2])
     found: list[Any] = []
     names, read = r.names, r.src.next
-    for _ in range(byte % (kind.most + 1)):
+    for _ in range(byte % (kind.most * r.scale + 1)):
         key_byte = read()
         if key_byte == 254 and r.invalid and r.python:
             found.append(Bad(BAD_OBJECT))
             continue
         fill = read()
-        data = bytes([fill]) * r.object_nbytes
+        data = bytes([fill]) * r.object_nbytes if r.pattern == 0 else _payload(r, fill)
         payload: PayloadValue = data
         if fill >= 253 and r.invalid:
             payload = None if fill == 253 else data + data[:1]  # wrong type, wrong length
@@ -173,7 +310,10 @@ def _read_batch(kind: Batch, r: _Reading) -> Any:
 
 def _read_buffer(kind: Buffer, r: _Reading) -> int | Bad:
     count = 1 if isinstance(r.keys, Bad) else len(r.keys)
-    size = count * r.object_nbytes - (r.src.next() % 4 == 0)
+    byte = r.src.next()
+    size = count * r.object_nbytes - (byte % 4 == 0)
+    if r.larger and byte % 4 == 3:  # room to spare: up to three objects more
+        size += r.object_nbytes * (1 + (byte >> 2) % 3)
     r.shape = r.src.next() % 16
     if r.invalid and r.python and r.shape in (1, 2):
         return Bad(BAD_BUFFERS[r.shape - 1])

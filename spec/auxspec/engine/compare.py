@@ -119,13 +119,16 @@ def show(outcome: Outcome, snapshot: Snapshot | None) -> str:
     return text
 
 
-def compare(trace: Trace, target: Target) -> Divergence | None:
-    """Run ``trace`` on the spec and on ``target``; the first disagreement."""
+def compare(trace: Trace, target: Target, on_state: Callable[[State], None] | None = None) -> Divergence | None:
+    """Run ``trace`` on the spec and on ``target``; the first disagreement.
+    ``on_state`` sees each state the spec goes through (a scope report)."""
     want_new = expected_new(trace)
     try:
         store, got_new = construct(target.factory, trace)
-    except PortBroken:
-        raise
+    except PortBroken as error:
+        if error.at_start:
+            raise
+        return Divergence(trace, -1, str(traces.outcome_to_json(want_new)), f"the port broke: {error}", want_new)
     except Exception as error:
         shown = f"constructor raised {_exception_line(error)}"
         return Divergence(trace, -1, str(traces.outcome_to_json(want_new)), shown, want_new)
@@ -144,6 +147,8 @@ def compare(trace: Trace, target: Target) -> Divergence | None:
         assert isinstance(before, State)  # the store was built, as the spec says
         for index, op in enumerate(trace.ops):
             after, want = step(before, op)
+            if on_state is not None:
+                on_state(after)
             found = check_step(store, op, want, observe(after), target, checker, trace.profile)
             if found is not None:
                 return Divergence(
@@ -174,8 +179,8 @@ def check_step(
     they agree, else how they differ."""
     try:
         got = apply(store, op)
-    except PortBroken:
-        raise  # a broken port process, not a divergence
+    except PortBroken as error:  # it crashed, hung or answered garbage: a counterexample
+        return Mismatch(show(want, None), f"the port broke: {error}")
     except Exception as error:
         return Mismatch(show(want, None), f"unexpected {_exception_line(error)}")
     broken = _broken_invariant(checker)
@@ -183,8 +188,8 @@ def check_step(
         return Mismatch("the target's invariants hold", broken, got)
     try:
         got_snapshot = target.observe(store) if target.observe else None
-    except PortBroken:
-        raise
+    except PortBroken as error:
+        return Mismatch(show(want, None), f"the port broke on snapshot: {error}", got)
     except Exception as error:  # a state the observer cannot even read is wrong
         return Mismatch(show(want, None), f"snapshot failed: {_exception_line(error)}", got)
     if got != want:

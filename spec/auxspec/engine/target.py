@@ -28,8 +28,14 @@ BUNDLED = "auxstore"  # the module verified when no target is named
 
 
 class PortBroken(Exception):
-    """The target cannot be driven any more (a port process that died or broke
-    the protocol): not a divergence, the run stops."""
+    """A port process died, hung or broke the protocol. Once it has answered
+    a request this is a counterexample like any other (it crashed, hung or
+    answered garbage in mid-trace), and the next store starts a new process;
+    ``at_start``: it never answered one, so it cannot be verified at all."""
+
+    def __init__(self, message: str, at_start: bool = False) -> None:
+        super().__init__(message)
+        self.at_start = at_start
 
 
 @dataclass(frozen=True)
