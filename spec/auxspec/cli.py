@@ -16,6 +16,7 @@ from typing import Any
 from auxspec import traces, verify
 from auxspec.ops import Trace, TraceError, decode, describe, expected_outcomes, outcome_to_json, trace_needs
 from auxspec.protocol import ProtocolError
+from auxspec.teach import cli as teach_cli
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
 REGRESSIONS = BUNDLED_VECTORS / "regressions"
@@ -86,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     serve.add_argument("target", nargs="?")
 
+    teach_cli.add_commands(commands)  # explain, play: auxspec/teach/cli.py
     args = parser.parse_args(argv)
+    if args.command in teach_cli.COMMANDS:
+        return teach_cli.run(args)
     if args.command == "serve":
         from auxspec.protocol import main_serve
 
@@ -210,6 +214,7 @@ def _diverged(args: argparse.Namespace, report: dict[str, Any], divergence: veri
         report["deviation"] = divergence.deviation
     _write_shortest(divergence, args.out, "divergence", report["target"])
     say(f"written to {args.out}")
+    say(teach_cli.pointer(args.out, args.target, args.exec_command))
     report.update(result="diverges", step=divergence.step, expected=divergence.expected, actual=divergence.actual)
     report["trace"] = str(args.out)
     if args.json:
@@ -228,6 +233,7 @@ def _deviates(args: argparse.Namespace, report: dict[str, Any], found: dict[str,
         say(f"- {name}: {DEVIATIONS[name]}")
         say("  " + found[name].render().replace("\n", "\n  "))
         say(f"  written to {path}")
+        say("  " + teach_cli.pointer(path, args.target, args.exec_command))
         listed.append({"deviation": name, "trace": str(path)})
     report.update(result="deviates", deviations=listed)
     if args.json:
