@@ -17,7 +17,7 @@ from auxspec import traces
 from auxspec.model import Outcome
 from auxspec.ops import ALL, Trace, TraceError, decode
 
-COMMANDS = ("explain",)
+COMMANDS = ("explain", "play")
 BUNDLED = "auxstore"  # --target with no value: the bundled store
 FOUND_BY = "found by auxspec verify on "  # how verify describes the divergence files it writes
 
@@ -50,8 +50,23 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     explain.add_argument("--profile", choices=("strict", "upstream"), default="strict", help="for a fuzzer input")
     explain.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
+    play = commands.add_parser(
+        "play",
+        help="type ops against the spec and watch the store change",
+        description="An interactive prompt over the spec: type put/get/release/... and see the store after "
+        "each step; undo; save the session as a trace file. Type 'help' at the prompt.",
+    )
+    play.add_argument("--max-bytes", type=int, default=6)
+    play.add_argument("--object-nbytes", type=int, default=2)
+    play.add_argument("--profile", choices=("strict", "upstream"), default="strict")
+    play.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
 
 def run(args: argparse.Namespace) -> int:
+    if args.command == "play":
+        from auxspec.teach.play import main_play
+
+        return main_play(args)
     return explain(args)
 
 

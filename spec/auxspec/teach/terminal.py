@@ -160,6 +160,22 @@ def show(line: Timeline, file: IO[str] | None = None, colour: bool | None = None
         )
 
 
+def show_step(step: Step, total: int, file: IO[str], colour: bool) -> None:
+    """One step, as ``show`` draws each."""
+    body = step_lines(step, total)
+    if not colour:
+        file.write("\n".join(_plain(x) for x in body) + "\n")
+        return
+    from rich.console import Console, Group
+    from rich.panel import Panel
+
+    console = Console(file=file, force_terminal=True, highlight=False)
+    border = "red" if step.outcome_text.startswith("error") else ("yellow" if step.evicted else "blue")
+    console.print(
+        Panel(Group(*(_text(x) for x in body[1:])), title=_text(body[0]), title_align="left", border_style=border)
+    )
+
+
 def _text(line: Line) -> Text:
     from rich.text import Text
 
