@@ -28,6 +28,8 @@ FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
 
 # fill, stroke per tag, strongest first: a slot takes the first that applies.
 _COLOURS: tuple[tuple[str, str, str], ...] = (
+    ("taken", "#c4b5fd", "#6d28d9"),  # a background batch the writer is applying
+    ("queued", "#ede9fe", "#7c3aed"),  # a background batch waiting
     (EVICTED, "#fee2e2", "#dc2626"),
     (TERMINAL, "#fef3c7", "#d97706"),
     (PROTECTED, "#dcfce7", "#16a34a"),
@@ -163,22 +165,36 @@ def timeline_svg(line: Timeline, numbers: tuple[int, ...] | None = None) -> str:
     """The chosen steps (all by default) stacked in one standalone SVG, each
     with its call and outcome as a caption: a picture for the docs."""
     steps = [s for s in line.steps if numbers is None or s.number in numbers]
-    width = max((_width(s.rows, line.capacity) for s in steps), default=420)
-    width = max(width, 2 * MARGIN + 9 * max((len(_caption(s)) for s in steps), default=0))
+    return moments_svg(
+        line.title or "timeline", tuple((_caption(s), s.rows) for s in steps), line.capacity, [s.number for s in steps]
+    )
+
+
+def moments_svg(
+    title: str,
+    moments: tuple[tuple[str, tuple[Row, ...]], ...],
+    capacity: int | None = None,
+    numbers: list[int] | None = None,
+) -> str:
+    """Captioned groups of rows stacked in one standalone SVG."""
+    width = max((_width(rows, capacity) for _, rows in moments), default=420)
+    width = max(width, 2 * MARGIN + 9 * max((len(caption) for caption, _ in moments), default=0))
     parts: list[str] = [_ends(MARGIN + 8, width)]
     y = MARGIN + 16
-    for step in steps:
+    for index, (caption, rows) in enumerate(moments):
         parts.append(
             f'<text class="caption" x="{MARGIN}" y="{y + 14}" font-size="14" font-weight="bold" '
-            f'font-family="{FONT}" fill="#111827">{escape(_caption(step))}</text>'
+            f'font-family="{FONT}" fill="#111827">{escape(caption)}</text>'
         )
-        drawn, y = _rows(step.rows, y + CAPTION_H, line.capacity)
-        parts.append(f'<g class="timeline-step" data-step="{step.number}">{"".join(drawn)}</g>')
+        drawn, y = _rows(rows, y + CAPTION_H, capacity)
+        number = numbers[index] if numbers else index + 1
+        parts.append(f'<g class="timeline-step" data-step="{number}">{"".join(drawn)}</g>')
         y += 14
     height = y + MARGIN
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(line.title or "timeline")}">'
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">'
+        f"<title>{escape(title)}</title>"
         f'<rect width="{width}" height="{height}" fill="#ffffff"/>{"".join(parts)}</svg>\n'
     )
 

@@ -294,7 +294,7 @@ def _put_view(
     # 1. pins: retains, then releases, in order.
     counts, terminal, overreleased = model.apply_pins(dict(state.refs), list(keys_retained), list(keys_released))
     order = dict(state.entries)
-    _tag(tags, (k for k in terminal if k in order), TERMINAL)
+    _tag(tags, terminal, TERMINAL)
     if keys_retained or keys_released:
         rows.append(_row_of("1. pins", order, counts, tags))
         unstored = sorted({k for k in keys_retained if k not in order})
@@ -364,8 +364,10 @@ def _put_view(
                 notes.append(f"upstream: pins and moves stay applied; only the new keys are taken out ({gone})")
         else:
             evicted = [Reason(k, "the least recent key with no pin, outside the batch") for k in victims]
-    failed_strict = isinstance(outcome, Err) and state.profile == "strict"
-    rows.append(_row("after", after_state, {} if failed_strict else tags))
+    if isinstance(outcome, Err):  # strict: nothing changed; upstream: only the moves stayed
+        keep = {TERMINAL, MOVED} if state.profile == "upstream" else set()
+        tags = {key: found & keep for key, found in tags.items()}
+    rows.append(_row("after", after_state, tags))
     return Step(
         number,
         op,
