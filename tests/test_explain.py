@@ -184,6 +184,16 @@ def test_a_fuzzer_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert printed.count("\nstep ") == len(given.trace.ops)
 
 
+def test_reproduce_points_to_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    crash = tmp_path / "crash-1"
+    crash.write_bytes(bytes([1, 2, 0, 3, 0, 1, 1, 0, 0, 17, 1, 2, 7, 0]))
+    assert cli.main(["reproduce", str(crash), "--out", str(tmp_path / "regressions")]) == 0
+    pointer = capsys.readouterr().out.splitlines()[-1]
+    written = tmp_path / "regressions" / "crash-1.jsonl"
+    assert pointer.startswith(f"step through it: auxspec explain {written} --target")
+    assert cli.main(["explain", str(written), "--target"]) == 0
+
+
 def test_bad_files_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"format": "auxspec-trace", "version": 9}\n')

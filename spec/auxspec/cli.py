@@ -262,6 +262,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     description = f"reproduced from {args.file.name}" + (f"; diverged on {target.label}" if divergence else "")
     traces.write(traces.vector_from_trace(trace, name, description), path)
     print(f"regression vector written to {path}")
+    print(teach_cli.pointer(path, args.target, None))
     return 1 if divergence else 0
 
 
