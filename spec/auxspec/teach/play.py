@@ -22,7 +22,7 @@ from auxspec import traces
 from auxspec.model import PROFILES
 from auxspec.ops import Close, Contains, Flush, Get, Len, Op, Put, ReadInto, Stats, Trace
 from auxspec.teach import terminal
-from auxspec.teach.timeline import Step, Timeline, timeline
+from auxspec.teach.timeline import Step, Timeline, call_text, timeline
 
 HELP = """\
 ops (keys are words; a put's payload is the key repeated, or give key=HEX):
@@ -160,15 +160,11 @@ def execute(session: Session, line: str, show: Show, say: Callable[[str], None])
             if not session.ops:
                 raise Refused("nothing to undo")
             undone = session.ops.pop()
-            from auxspec.teach.timeline import call_text
-
             say(f"undid {call_text(undone)}")
             _show_state(session, show, say)
         elif name == "show":
             say(terminal.plain(session.timeline()).rstrip())
         elif name == "trace":
-            from auxspec.teach.timeline import call_text
-
             say("\n".join(f"{i}. {call_text(op)}" for i, op in enumerate(session.ops, 1)) or "(no ops yet)")
         elif name == "save":
             _save(session, words[1:], say)

@@ -5,7 +5,11 @@ terminal, so it reads the same in a log or a pipe."""
 from __future__ import annotations
 
 import sys
-from typing import IO, TYPE_CHECKING
+from typing import IO
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.text import Text
 
 from auxspec.teach.timeline import (
     EVICTED,
@@ -18,10 +22,8 @@ from auxspec.teach.timeline import (
     Slot,
     Step,
     Timeline,
+    outcome_text,
 )
-
-if TYPE_CHECKING:
-    from rich.text import Text
 
 Segment = tuple[str, str]  # text, rich style ("" for none)
 Line = list[Segment]
@@ -77,8 +79,6 @@ def step_lines(step: Step, total: int) -> list[Line]:
     style = "red" if step.outcome_text.startswith("error") or step.outcome is None else "green"
     lines.append([("  outcome: ", "dim"), (step.outcome_text, f"bold {style}")])
     if step.recorded is not None:
-        from auxspec.teach.timeline import outcome_text
-
         lines.append([("  the file expects ", "bold red"), (outcome_text(step.recorded), "bold red"),
                       (": the file is stale (auxspec vectors --check)", "red")])  # fmt: skip
     lines.extend(field_lines(step.actual, step.first_difference))
@@ -141,9 +141,6 @@ def show(line: Timeline, file: IO[str] | None = None, colour: bool | None = None
     if not colour:
         out.write(plain(line))
         return
-    from rich.console import Console, Group
-    from rich.panel import Panel
-
     console = Console(file=out, force_terminal=True, width=width, highlight=False)
     for x in header_lines(line):
         console.print(_text(x))
@@ -166,9 +163,6 @@ def show_step(step: Step, total: int, file: IO[str], colour: bool) -> None:
     if not colour:
         file.write("\n".join(_plain(x) for x in body) + "\n")
         return
-    from rich.console import Console, Group
-    from rich.panel import Panel
-
     console = Console(file=file, force_terminal=True, highlight=False)
     border = "red" if step.outcome_text.startswith("error") else ("yellow" if step.evicted else "blue")
     console.print(
@@ -177,8 +171,6 @@ def show_step(step: Step, total: int, file: IO[str], colour: bool) -> None:
 
 
 def _text(line: Line) -> Text:
-    from rich.text import Text
-
     text = Text()
     for part, style in line:
         text.append(part, style=style or None)

@@ -11,7 +11,8 @@ returns, so a view cannot drift from the spec.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from auxspec import model
 from auxspec.binding import as_size
@@ -129,7 +130,7 @@ class Timeline:
     target: str | None = None  # the target compared with, for a divergence
     diverges_at: int | None = None  # the 1-based step where it diverges; 0: the constructor
     constructor: tuple[Field, ...] = ()
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
     @property
     def header(self) -> str:
@@ -205,53 +206,70 @@ def timeline(
     """Every op of ``trace`` as a ``Step``. ``recorded``: the outcomes a file
     expects, to flag any the spec disagrees with."""
     built = initial(trace)
-    common = dict(
-        title=title, description=description, profile=trace.profile,
-        max_bytes=trace.max_bytes, object_nbytes=trace.object_nbytes,
-    )  # fmt: skip
+    sizes = (trace.profile, trace.max_bytes, trace.object_nbytes)
     if isinstance(built, Err):
-        return Timeline(capacity=None, built=built, **common)  # type: ignore[arg-type]
+        return Timeline(title, description, *sizes, capacity=None, built=built)
     state = built
     steps: list[Step] = []
     for index, op in enumerate(trace.ops):
         step = view(state, op, index + 1)
         if recorded is not None and index < len(recorded) and recorded[index] != step.outcome:
-            step = _replace(step, recorded=recorded[index])
+            step = replace(step, recorded=recorded[index])
         steps.append(step)
         if step.state is None:  # undefined: no later state to show
             break
         state = step.state
-    return Timeline(capacity=built.capacity, built=Ok(), steps=tuple(steps), **common)  # type: ignore[arg-type]
+    return Timeline(title, description, *sizes, capacity=built.capacity, built=Ok(), steps=tuple(steps))
 
 
-def _replace(step: Step, **changes: object) -> Step:
-    from dataclasses import replace
-
-    return replace(step, **changes)  # type: ignore[arg-type]
+def _step(
+    number: int,
+    op: Op,
+    outcome: Outcome,
+    rows: list[Row],
+    after: State,
+    notes: list[str],
+    protected: list[str] | None = None,
+    terminal: list[str] | None = None,
+    evicted: list[Reason] | None = None,
+    spared: list[Reason] | None = None,
+) -> Step:
+    return Step(
+        number,
+        op,
+        call_text(op),
+        outcome,
+        tuple(rows),
+        after.refs,
+        protected=tuple(protected or ()),
+        terminal=tuple(terminal or ()),
+        evicted=tuple(evicted or ()),
+        spared=tuple(spared or ()),
+        notes=tuple(notes),
+        closed=after.closed,
+        state=after,
+    )
 
 
 def view(state: State, op: Op, number: int = 1) -> Step:
     """What ``op`` does to ``state``: the ``Step`` a learner sees."""
-    call = call_text(op)
     before = _row("before", state)
     try:
-        after_state, outcome = spec_step(state, op)
+        after, outcome = spec_step(state, op)
     except UndefinedInput as why:
-        return Step(number, op, call, None, (before,), state.refs, notes=(str(why),), state=None)
-    after_pins = after_state.refs
-    common: dict[str, object] = {"pins": after_pins, "closed": after_state.closed, "state": after_state}
+        return Step(number, op, call_text(op), None, (before,), state.refs, notes=(str(why),), state=None)
     if state.closed and isinstance(outcome, Err) and outcome.kind == Kind.CLOSED:
         note = "the store is closed: every call but close fails and nothing changes"
-        return Step(number, op, call, outcome, (before, _row("after", after_state)), notes=(note,), **common)  # type: ignore[arg-type]
+        return _step(number, op, outcome, [before, _row("after", after)], after, [note])
     if isinstance(op, Put):
-        return _put_view(state, op, number, call, before, after_state, outcome, common)
+        return _put_view(state, op, number, before, after, outcome)
     if isinstance(op, (Get, ReadInto)):
-        return _read_view(state, op, number, call, before, after_state, outcome, common)
+        return _read_view(state, op, number, before, after, outcome)
     if isinstance(op, (Close, Exit)):
         note = "already closed: closing again changes nothing" if state.closed else "close drops every key and pin"
-        return Step(number, op, call, outcome, (before, _row("after", after_state)), notes=(note,), **common)  # type: ignore[arg-type]
-    note = "an observation: nothing moves, nothing changes"
-    return Step(number, op, call, outcome, (before, _row("after", after_state)), notes=(note,), **common)  # type: ignore[arg-type]
+    else:
+        note = "an observation: nothing moves, nothing changes"
+    return _step(number, op, outcome, [before, _row("after", after)], after, [note])
 
 
 def _row(label: str, state: State, tags: dict[str, set[str]] | None = None) -> Row:
@@ -266,26 +284,17 @@ def _row_of(label: str, order: dict[str, bytes], counts: dict[str, int], tags: d
     )
 
 
-def _tag(tags: dict[str, set[str]], keys: object, tag: str) -> None:
-    for key in keys:  # type: ignore[attr-defined]
+def _tag(tags: dict[str, set[str]], keys: Iterable[str], tag: str) -> None:
+    for key in keys:
         tags.setdefault(key, set()).add(tag)
 
 
-def _put_view(
-    state: State,
-    op: Put,
-    number: int,
-    call: str,
-    before: Row,
-    after_state: State,
-    outcome: Outcome,
-    common: dict[str, object],
-) -> Step:
+def _put_view(state: State, op: Put, number: int, before: Row, after_state: State, outcome: Outcome) -> Step:
     objects, retain, release = put_args(op)
     valid = model.validate_put(state.object_nbytes, objects, retain, release)
     if isinstance(valid, Kind):
         note = f"{valid.value} error: an invalid value is refused before anything changes"
-        return Step(number, op, call, outcome, (before, _row("after", after_state)), notes=(note,), **common)  # type: ignore[arg-type]
+        return _step(number, op, outcome, [before, _row("after", after_state)], after_state, [note])
     items, keys_retained, keys_released = valid
     rows = [before]
     notes: list[str] = []
@@ -311,7 +320,7 @@ def _put_view(
                 f"release of {bad!r}, which holds no reference: vLLM stops there, the pins before it stay applied"
             )
         rows.append(_row("after", after_state))
-        return Step(number, op, call, outcome, tuple(rows), notes=tuple(notes), **common)  # type: ignore[arg-type]
+        return _step(number, op, outcome, rows, after_state, notes)
 
     # 2. the batch, de-duplicated as a dict would.
     batch = dict(items)
@@ -368,19 +377,7 @@ def _put_view(
         keep = {TERMINAL, MOVED} if state.profile == "upstream" else set()
         tags = {key: found & keep for key, found in tags.items()}
     rows.append(_row("after", after_state, tags))
-    return Step(
-        number,
-        op,
-        call,
-        outcome,
-        tuple(rows),
-        protected=tuple(protected),
-        terminal=tuple(terminal),
-        evicted=tuple(evicted),
-        spared=tuple(spared),
-        notes=tuple(notes),
-        **common,  # type: ignore[arg-type]
-    )
+    return _step(number, op, outcome, rows, after_state, notes, protected, terminal, evicted, spared)
 
 
 def _overreleased(counts: dict[str, int], retain: list[str], release: list[str]) -> str:
@@ -394,16 +391,7 @@ def _overreleased(counts: dict[str, int], retain: list[str], release: list[str])
     raise ValueError("no release over-released")  # pragma: no cover - only called when one did
 
 
-def _read_view(
-    state: State,
-    op: Get | ReadInto,
-    number: int,
-    call: str,
-    before: Row,
-    after_state: State,
-    outcome: Outcome,
-    common: dict[str, object],
-) -> Step:
+def _read_view(state: State, op: Get | ReadInto, number: int, before: Row, after: State, outcome: Outcome) -> Step:
     keys, _ = read_args(op)
     wanted = [k for k in keys if isinstance(k, str)]
     stored = dict(state.entries)
@@ -422,4 +410,4 @@ def _read_view(
         notes.append("the buffer is too small for what would be read: nothing moves")
     else:
         notes.append(f"{outcome.kind.value} error: refused before anything moves")
-    return Step(number, op, call, outcome, (before, _row("after", after_state, tags)), notes=tuple(notes), **common)  # type: ignore[arg-type]
+    return _step(number, op, outcome, [before, _row("after", after, tags)], after, notes)
