@@ -152,6 +152,26 @@ def test_a_divergence_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixture
     assert page.count('class="first"') == 1 and 'data-field="recency (least → most)"' in page
 
 
+def test_a_constructor_divergence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    port = tmp_path / "lenient.py"
+    port.write_text(
+        "from auxstore import BlockObjectStore as Strict\n"
+        "class BlockObjectStore(Strict):\n"
+        "    def __init__(self, *, max_bytes, object_nbytes):\n"
+        "        super().__init__(max_bytes=max(max_bytes, object_nbytes), object_nbytes=object_nbytes)\n"
+    )
+    out = tmp_path / "c.html"
+    assert (
+        cli.main(["explain", str(VECTORS / "strict/new-too-small.jsonl"), "--target", str(port), "--html", str(out)])
+        == 1
+    )
+    printed = capsys.readouterr().out
+    assert "diverges when the store is built" in printed
+    marked = next(line for line in printed.splitlines() if "<- first difference" in line)
+    assert marked.split() == ["constructor", "error:", "config", "ok", "<-", "first", "difference"]
+    assert 'data-field="constructor"' in out.read_text()
+
+
 def test_the_bundled_store_agrees(capsys: pytest.CaptureFixture[str]) -> None:
     vector = VECTORS / "strict/terminal-order.jsonl"
     assert cli.main(["explain", str(vector), "--target"]) == 0
