@@ -214,6 +214,25 @@ def test_reproduce_points_to_explain(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert cli.main(["explain", str(written), "--target"]) == 0
 
 
+CORPUS = Path(__file__).resolve().parents[1] / "fuzz" / "corpus"
+
+
+@pytest.mark.parametrize("harness,profile", [("store", "strict"), ("upstream", "upstream")])
+def test_every_committed_fuzzer_input_renders(harness: str, profile: str) -> None:
+    inputs = sorted(path for path in (CORPUS / harness).iterdir() if path.is_file())
+    assert len(inputs) > 50
+    ops = 0
+    for path in inputs:
+        given = read_input(path, profile)
+        assert given.trace == decode(path.read_bytes(), profile)
+        line = timeline(given.trace, given.title)
+        text = terminal.plain(line).split("\n", 1)[1]  # the title is the file's name, a hash
+        assert not HEX_WALL.search(text), path
+        assert html.page(line).count('<section class="step"') == len(line.steps)
+        ops += len(line.steps)
+    assert ops > 10 * len(inputs) / 2  # real traces, not empty ones
+
+
 def test_bad_files_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"format": "auxspec-trace", "version": 9}\n')
