@@ -201,3 +201,23 @@ def test_a_link_opens_a_step(browser: webdriver.Chrome, tmp_path: Path) -> None:
     browser.find_elements(By.CSS_SELECTOR, "nav .dot")[2].click()
     WebDriverWait(browser, 10).until(lambda d: _current(d) == 3)
     assert _shown_evicted(browser) == ["c"]
+
+
+@pytest.mark.timeout(120)
+def test_a_divergence_opens_at_the_step_that_differs(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    port = tmp_path / "port.py"
+    ports = ROOT / "tests" / "ports"
+    port.write_text(
+        f"import sys\nsys.path.insert(0, {str(ports)!r})\n"
+        "from simple_port import make\nBlockObjectStore = make('terminal-reverse')\n"
+    )
+    page = tmp_path / "divergence.html"
+    trace = ROOT / "docs" / "tour" / "terminal-moves.jsonl"
+    assert cli.main(["explain", str(trace), "--target", str(port), "--html", str(page)]) == 1
+    browser.get(page.as_uri())
+    WebDriverWait(browser, 30).until(lambda d: _current(d) == 2)  # the releases of b then a
+    first = browser.find_element(By.CSS_SELECTOR, 'section[data-step="2"] table.diff tr.first')
+    assert first.is_displayed() and first.get_attribute("data-field") == "recency (least → most)"
+    cells = [cell.text for cell in first.find_elements(By.TAG_NAME, "td")]
+    assert cells[1:] == ["c b a", "c a b", "◀ first difference"]
+    (tmp_path / "divergence.png").write_bytes(browser.get_screenshot_as_png())
