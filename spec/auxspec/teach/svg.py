@@ -19,7 +19,7 @@ from auxspec.teach.timeline import (
     Timeline,
 )
 
-LABEL_W = 92  # the row label column
+LABEL_W = 104  # the row label column
 BOX_W, BOX_H, GAP = 58, 34, 8
 ROW_H = 50
 CAPTION_H = 26

@@ -309,8 +309,6 @@ def _put_view(state: State, op: Put, number: int, before: Row, after_state: Stat
         unstored = sorted({k for k in keys_retained if k not in order})
         if unstored:
             notes.append(f"pins come before data: {', '.join(unstored)} pinned without being stored")
-        if terminal:
-            notes.append(f"released to zero, in this order: {', '.join(terminal)} (terminal)")
     if overreleased:
         bad = _overreleased(dict(state.refs), keys_retained, keys_released)
         if state.profile == "strict":
