@@ -27,6 +27,7 @@ from auxspec.engine.table import describe, trace_needs
 from auxspec.engine.target import Target, load_target
 from auxspec.engine.traces import TraceError, outcome_to_json
 from auxspec.generators import exhaustive
+from auxspec.teach import cli as teach_cli
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
 REGRESSIONS = BUNDLED_VECTORS / "regressions"
@@ -103,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     serve.add_argument("target", nargs="?")
 
+    teach_cli.add_commands(commands)  # explain, play: auxspec/teach/cli.py
     args = parser.parse_args(argv)
+    if args.command in teach_cli.COMMANDS:
+        return teach_cli.run(args)
     if args.command == "serve":
         try:
             return main_serve(args.target)
@@ -254,6 +258,7 @@ def _diverged(args: argparse.Namespace, report: dict[str, Any], divergence: Dive
         report["deviation"] = divergence.deviation
     _write_shortest(divergence, args.out, "divergence", report["target"])
     say(f"written to {args.out}")
+    say(teach_cli.pointer(args.out, args.target, args.exec_command))
     report.update(result="diverges", step=divergence.step, expected=divergence.expected, actual=divergence.actual)
     report["trace"] = str(args.out)
     if args.json:
@@ -271,6 +276,7 @@ def _deviates(args: argparse.Namespace, report: dict[str, Any], found: dict[str,
         say(f"- {name}: {DEVIATIONS[name]}")
         say("  " + found[name].render().replace("\n", "\n  "))
         say(f"  written to {path}")
+        say("  " + teach_cli.pointer(path, args.target, args.exec_command))
         listed.append({"deviation": name, "trace": str(path)})
     report.update(result="deviates", deviations=listed)
     if args.json:
@@ -299,6 +305,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     description = f"reproduced from {args.file.name}" + (f"; diverged on {target.label}" if divergence else "")
     traces.write(traces.vector_from_trace(trace, name, description), path)
     print(f"regression vector written to {path}")
+    print(teach_cli.pointer(path, args.target, None))
     return 1 if divergence else 0
 
 

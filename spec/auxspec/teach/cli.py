@@ -1,0 +1,169 @@
+"""``auxspec explain`` and ``auxspec play``: their arguments and what they do.
+
+``auxspec.cli`` only registers these (``add_commands``) and hands the parsed
+arguments over (``run``); everything else lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from auxspec.drivers.protocol import ProtocolError
+from auxspec.drivers.verify import exec_target
+from auxspec.engine import traces
+from auxspec.engine.codec import decode
+from auxspec.engine.ops import ALL, Trace
+from auxspec.engine.target import Target, load_target
+from auxspec.engine.traces import TraceError
+from auxspec.models.sequential import Outcome
+from auxspec.teach import terminal
+from auxspec.teach.html import page
+from auxspec.teach.play import main_play
+from auxspec.teach.timeline import timeline
+
+COMMANDS = ("explain", "play")
+BUNDLED = "auxstore"  # --target with no value: the bundled store
+FOUND_BY = "found by auxspec verify on "  # how verify describes the divergence files it writes
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    explain = commands.add_parser(
+        "explain",
+        help="step through a trace, a vector, a divergence or a fuzzer finding",
+        description="Show each op of FILE step by step: the recency order from least to most recent, pin "
+        "counts, the batch's protected keys, terminal keys, what was evicted and why, the outcome. With "
+        "--target or --exec, run it on that store too and show expected and actual side by side.",
+    )
+    explain.add_argument(
+        "file", type=Path, help="a trace or vector (.jsonl), a divergence from verify, or a fuzzer input"
+    )
+    explain.add_argument(
+        "--html", type=Path, metavar="OUT", help="also write a self-contained HTML page to step through"
+    )
+    explain.add_argument(
+        "--target",
+        nargs="?",
+        const=BUNDLED,
+        help="compare with this store (as for verify; no value: the bundled auxstore)",
+    )
+    explain.add_argument("--exec", dest="exec_command", metavar="CMD", help="compare with a port process")
+    explain.add_argument("--op-timeout", type=float, default=5.0)
+    explain.add_argument(
+        "--fuzz", action="store_true", help="read FILE as a raw fuzzer input even if it looks like JSON"
+    )
+    explain.add_argument("--profile", choices=("strict", "upstream"), default="strict", help="for a fuzzer input")
+    explain.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+    play = commands.add_parser(
+        "play",
+        help="type ops against the spec and watch the store change",
+        description="An interactive prompt over the spec: type put/get/release/... and see the store after "
+        "each step; undo; save the session as a trace file. Type 'help' at the prompt.",
+    )
+    play.add_argument("--max-bytes", type=int, default=6)
+    play.add_argument("--object-nbytes", type=int, default=2)
+    play.add_argument("--profile", choices=("strict", "upstream"), default="strict")
+    play.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "play":
+        return main_play(args)
+    return explain(args)
+
+
+@dataclass(frozen=True)
+class Input:
+    """What ``auxspec explain`` read: the trace and how to title it."""
+
+    trace: Trace
+    title: str
+    description: str = ""
+    recorded: tuple[Outcome, ...] | None = None
+    notes: tuple[str, ...] = ()
+
+
+def read_input(path: Path, profile: str = "strict", fuzz: bool = False, features: frozenset[str] = ALL) -> Input:
+    """A trace file (its header line is a JSON object with ``format``), or
+    else a fuzzer input decoded with the op alphabet."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read: {error}") from None
+    if not fuzz and _looks_like_trace(data):
+        vector = traces.loads(data.decode("utf-8", errors="replace"), str(path))
+        notes: tuple[str, ...] = ()
+        if vector.description.startswith(FOUND_BY):
+            label = vector.description[len(FOUND_BY) :]
+            notes = (
+                f"written by auxspec verify: the last step is where {label} diverged from the spec; "
+                "add --target (or --exec) to see that store's side next to the spec's",
+            )
+        return Input(vector.trace, vector.name or path.name, vector.description, vector.expected, notes)
+    trace = decode(data, profile, features)
+    note = f"{len(data)} bytes decoded as a fuzzer input (auxspec.engine.codec.decode, profile {profile})"
+    return Input(trace, path.name, "", None, (note,))
+
+
+def _looks_like_trace(data: bytes) -> bool:
+    first = data.split(b"\n", 1)[0]
+    try:
+        header = json.loads(first)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(header, dict) and "format" in header
+
+
+def explain(args: argparse.Namespace) -> int:
+    target: Target | None = None
+    stop = None
+    try:
+        if args.exec_command and args.target:
+            raise LookupError("give --target or --exec, not both")
+        if args.target is not None:
+            target = load_target(None if args.target == BUNDLED else args.target)
+        features = target.features if target else ALL
+        given = read_input(args.file, args.profile, args.fuzz, features)
+        if args.exec_command:
+            target, stop = exec_target(args.exec_command, args.op_timeout)
+    except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
+        print(f"auxspec: {error}", file=sys.stderr)
+        return 2
+    try:
+        line = timeline(given.trace, given.title, given.description, given.recorded)
+        line = replace(line, notes=given.notes)
+        if target is not None:
+            from auxspec.teach.divergence import against
+
+            try:
+                line = against(line, given.trace, target)
+            except ProtocolError as error:
+                print(f"auxspec: the port broke the protocol: {error}", file=sys.stderr)
+                return 2
+    finally:
+        if stop:
+            stop()
+    colour = {"always": True, "never": False}.get(args.color)
+    terminal.show(line, sys.stdout, colour)
+    if args.html:
+        try:
+            args.html.write_text(page(line), encoding="utf-8")
+        except OSError as error:
+            print(f"auxspec: {error}", file=sys.stderr)
+            return 2
+        print(f"HTML written to {args.html}")
+    return 1 if target is not None and line.diverges_at is not None else 0
+
+
+def pointer(out: Path, target: str | None, exec_command: str | None) -> str:
+    """The line ``auxspec verify`` prints under a counterexample."""
+    if exec_command:
+        how = f" --exec {shlex.quote(exec_command)}"
+    else:
+        how = f" --target {shlex.quote(target)}" if target else " --target"
+    return f"step through it: auxspec explain {shlex.quote(str(out))}{how} [--html divergence.html]"

@@ -1,0 +1,177 @@
+"""A timeline in the terminal: one rich panel per step, in colour; plain
+text (the same lines, no boxes, no escape codes) when the output is not a
+terminal, so it reads the same in a log or a pipe."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.text import Text
+
+from auxspec.teach.timeline import (
+    EVICTED,
+    NEW,
+    PROTECTED,
+    READ,
+    TERMINAL,
+    Field,
+    Row,
+    Slot,
+    Step,
+    Timeline,
+    outcome_text,
+)
+
+Segment = tuple[str, str]  # text, rich style ("" for none)
+Line = list[Segment]
+
+LEGEND = "key*n: n pins   key!: protected batch key   +key: new   key^: released to zero (terminal)   x(key): evicted"
+LABEL_WIDTH = 12
+
+
+_STYLES = ((EVICTED, "bold red strike"), (TERMINAL, "yellow"), (PROTECTED, "green"), (READ, "cyan"))
+
+
+def _slot(slot: Slot) -> Segment:
+    text = ("+" if NEW in slot.tags else "") + slot.key
+    text += (f"*{slot.pins}" if slot.pins else "") + ("!" if PROTECTED in slot.tags else "")
+    text += "^" if TERMINAL in slot.tags else ""
+    if EVICTED in slot.tags:
+        text = f"x({text})"
+    style = next((style for tag, style in _STYLES if tag in slot.tags), "")
+    if slot.pins and EVICTED not in slot.tags:
+        style = "bold blue"
+    return text, style + (" bold" if NEW in slot.tags and "bold" not in style else "")
+
+
+def row_line(row: Row) -> Line:
+    line: Line = [(f"  {row.label:<{LABEL_WIDTH}}", "dim"), ("LRU  ", "dim")]
+    if not row.slots:
+        line.append(("(empty)  ", "dim"))
+    for slot in row.slots:
+        text, style = _slot(slot)
+        line.append((text, style))
+        line.append(("  ", ""))
+    line.append(("MRU", "dim"))
+    if row.unstored:
+        shown = " ".join(f"{key}*{count}" for key, count in row.unstored)
+        line.append((f"   pinned, not stored: {shown}", "blue"))
+    return line
+
+
+def step_lines(step: Step, total: int) -> list[Line]:
+    """Everything a step shows, as styled lines."""
+    lines: list[Line] = [[(f"step {step.number}/{total}  ", "bold"), (step.call, "bold")]]
+    lines.extend(row_line(row) for row in step.rows)
+    if step.pins:
+        lines.append([("  pins: ", "dim"), (", ".join(f"{k}={n}" for k, n in step.pins), "blue")])
+    if step.protected:
+        lines.append([("  protected: ", "dim"), (", ".join(step.protected), "green")])
+    if step.terminal:
+        lines.append([("  terminal: ", "dim"), (", ".join(step.terminal), "yellow")])
+    for reason in step.evicted:
+        lines.append([("  evicted: ", "dim"), (reason.key, "bold red"), (f": {reason.why}", "")])
+    for note in step.notes:
+        lines.append([("  · ", "dim"), (note, "")])
+    style = "red" if step.outcome_text.startswith("error") or step.outcome is None else "green"
+    lines.append([("  outcome: ", "dim"), (step.outcome_text, f"bold {style}")])
+    if step.recorded is not None:
+        lines.append([("  the file expects ", "bold red"), (outcome_text(step.recorded), "bold red"),
+                      (": the file is stale (auxspec vectors --check)", "red")])  # fmt: skip
+    lines.extend(field_lines(step.actual, step.first_difference))
+    return lines
+
+
+def field_lines(fields: tuple[Field, ...], first: str | None) -> list[Line]:
+    if not fields:
+        return []
+    width = max(len(f.name) for f in fields)
+    left = max(len(f.expected) for f in (*fields, Field("", "expected (spec)", "")))
+    lines: list[Line] = [[(f"  {'':<{width}}  {'expected (spec)':<{left}}  actual (target)", "bold")]]
+    for f in fields:
+        mark = "  <- first difference" if f.name == first else ("  <- differs" if f.differs else "")
+        style = "bold red" if f.name == first else ("red" if f.differs else "")
+        lines.append([(f"  {f.name:<{width}}  {f.expected:<{left}}  ", ""), (f.actual, style), (mark, style)])
+    return lines
+
+
+def header_lines(line: Timeline) -> list[Line]:
+    lines: list[Line] = []
+    if line.title:
+        lines.append([(line.title, "bold")])
+    if line.description:
+        lines.append([(line.description, "italic")])
+    lines.append([(line.header, "")])
+    if line.target is not None:
+        if line.diverges_at is None:
+            lines.append([(f"{line.target} agrees with the spec at every step", "bold green")])
+        elif line.diverges_at == 0:
+            lines.append([(f"{line.target} diverges when the store is built", "bold red")])
+        else:
+            lines.append([(f"{line.target} diverges at step {line.diverges_at}", "bold red")])
+    lines.extend(field_lines(line.constructor, "constructor" if line.constructor else None))
+    for note in line.notes:
+        lines.append([(note, "italic")])
+    lines.append([(LEGEND, "dim")])
+    return lines
+
+
+def _plain(line: Line) -> str:
+    return "".join(text for text, _ in line).rstrip()
+
+
+def plain(line: Timeline) -> str:
+    """The whole timeline as plain text."""
+    out = [_plain(x) for x in header_lines(line)]
+    for step in line.steps:
+        out.append("")
+        out.extend(_plain(x) for x in step_lines(step, len(line.steps)))
+    return "\n".join(out) + "\n"
+
+
+def show(line: Timeline, file: IO[str] | None = None, colour: bool | None = None, width: int | None = None) -> None:
+    """Print ``line``: panels when ``file`` (stdout by default) is a terminal
+    or ``colour`` is True, plain text otherwise."""
+    out = file or sys.stdout
+    if colour is None:
+        colour = out.isatty()
+    if not colour:
+        out.write(plain(line))
+        return
+    console = Console(file=out, force_terminal=True, width=width, highlight=False)
+    for x in header_lines(line):
+        console.print(_text(x))
+    for step in line.steps:
+        body = step_lines(step, len(line.steps))
+        diverged = line.diverges_at == step.number
+        console.print(
+            Panel(
+                Group(*(_text(x) for x in body[1:])),
+                title=_text(body[0]),
+                title_align="left",
+                border_style="red" if diverged else ("yellow" if step.evicted else "blue"),
+            )
+        )
+
+
+def show_step(step: Step, total: int, file: IO[str], colour: bool) -> None:
+    """One step, as ``show`` draws each."""
+    body = step_lines(step, total)
+    if not colour:
+        file.write("\n".join(_plain(x) for x in body) + "\n")
+        return
+    console = Console(file=file, force_terminal=True, highlight=False)
+    border = "red" if step.outcome_text.startswith("error") else ("yellow" if step.evicted else "blue")
+    console.print(
+        Panel(Group(*(_text(x) for x in body[1:])), title=_text(body[0]), title_align="left", border_style=border)
+    )
+
+
+def _text(line: Line) -> Text:
+    text = Text()
+    for part, style in line:
+        text.append(part, style=style or None)
+    return text
