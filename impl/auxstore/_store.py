@@ -56,6 +56,7 @@ from itertools import filterfalse, islice
 from types import TracebackType
 from typing import Protocol
 
+from auxstore._batch import check_batch, read_keys
 from auxstore._errors import CapacityError, MissingKeyError, UnreferencedKeyError
 from auxstore._types import StoreSnapshot, StoreStats
 
@@ -64,13 +65,9 @@ __all__ = ["BlockObjectStore", "InvariantError"]
 _CLOSED = "auxiliary output store is closed"
 # Runs an iterator to exhaustion at C speed, keeping nothing.
 _consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
-# Checks that every item is a str (subclasses too, as isinstance) at C speed:
-# str.join raises TypeError on anything else. Much faster than isinstance per key.
-_join_str = "".join
 # Objects at least this big are copied one by one into read_into's buffer;
 # smaller ones are joined first (a call per object costs more than a copy).
 _COPY_EACH_MIN = 4096
-_NOT_KEY_LISTS = (str, bytes, bytearray)
 
 
 class _Object(Protocol):
@@ -92,47 +89,6 @@ def _size(name: str, value: object) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return int(value)
     raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-
-
-def _read_keys(keys: object) -> list[str]:
-    """A read's key list, checked: a list of str passes as it is (the fast
-    path: one C-level join type-checks every key), anything else through
-    ``_key_list``, which raises the typed error."""
-    if type(keys) is list:
-        try:
-            _join_str(keys)
-        except TypeError:
-            pass
-        else:
-            return keys
-    return list(_key_list(keys, "keys"))
-
-
-def _key_list(values: object, what: str) -> list[str] | tuple[str, ...]:
-    """``values`` as a sequence of str keys, or TypeError.
-
-    Any iterable but a str or bytes (which would iterate characters) is a key
-    list, as in ``auxspec.binding.as_keys``.
-    """
-    if isinstance(values, _NOT_KEY_LISTS) or not isinstance(values, Iterable):
-        raise TypeError(f"{what} must be an iterable of str keys, not a {type(values).__name__}")
-    keys: list[str] | tuple[str, ...] = values if type(values) is list or type(values) is tuple else list(values)
-    try:
-        _join_str(keys)
-    except TypeError:
-        bad = next(key for key in keys if not isinstance(key, str))
-        raise TypeError(f"{what} must hold str keys; got {bad!r} of type {type(bad).__name__}") from None
-    return keys
-
-
-def _payload_bytes(payload: object, key: str) -> bytes:
-    """A non-``bytes`` payload as its raw bytes (any buffer but str)."""
-    try:
-        view = memoryview(payload)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"payload of {key!r} must be bytes-like, not {type(payload).__name__}") from None
-    with view:
-        return view.tobytes()
 
 
 class BlockObjectStore:
@@ -213,29 +169,8 @@ class BlockObjectStore:
             raise RuntimeError(_CLOSED)
         nbytes = self._object_nbytes
 
-        # Validate in the model's order: each object's key, then its payload
-        # (type, then length); then retain keys; then release keys. The batch
-        # is de-duplicated as a dict would: first position, last payload.
-        if type(objects) is not list and (isinstance(objects, _NOT_KEY_LISTS) or not isinstance(objects, Iterable)):
-            raise TypeError(
-                f"objects must be an iterable of objects with key and payload, not {type(objects).__name__}"
-            )
-        batch: dict[str, bytes] = {}
-        for obj in objects:
-            try:
-                key = obj.key
-                payload = obj.payload
-            except AttributeError:
-                raise TypeError(f"object of type {type(obj).__name__} has no key and payload") from None
-            if type(key) is not str and not isinstance(key, str):
-                raise TypeError(f"key {key!r} must be a str, not {type(key).__name__}")
-            if type(payload) is not bytes:
-                payload = _payload_bytes(payload, key)
-            if len(payload) != nbytes:
-                raise ValueError(f"payload of {key!r} is {len(payload)} bytes; object_nbytes is {nbytes}")
-            batch[key] = payload
-        retains = () if type(retain_keys) is tuple and not retain_keys else _key_list(retain_keys, "retain_keys")
-        releases = () if type(release_keys) is tuple and not release_keys else _key_list(release_keys, "release_keys")
+        # Validate and snapshot in the model's order (see auxstore._batch).
+        batch, retains, releases = check_batch(objects, retain_keys, release_keys, object_nbytes=nbytes)
 
         # Plan the pins: the new count of every key they touch, and the keys
         # that reach zero, in the order they do.
@@ -338,7 +273,7 @@ class BlockObjectStore:
         """The payloads of ``keys`` joined in order; each key then becomes most recent."""
         if self._arena is None:
             raise RuntimeError(_CLOSED)
-        keys = _read_keys(keys)
+        keys = read_keys(keys)
         lru = self._lru
         try:
             data = b"".join(map(lru.__getitem__, keys))
@@ -357,7 +292,7 @@ class BlockObjectStore:
         """
         if self._arena is None:
             raise RuntimeError(_CLOSED)
-        keys = _read_keys(keys)
+        keys = read_keys(keys)
         nbytes = self._object_nbytes
         if type(buffer) is bytearray and nbytes < _COPY_EACH_MIN:
             return self._read_into(keys, buffer, len(buffer))  # the common case needs no memoryview
