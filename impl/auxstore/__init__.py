@@ -10,8 +10,10 @@ from __future__ import annotations
 from auxstore._background import BackgroundBlockObjectStore
 from auxstore._errors import (
     BlockObjectStoreError,
+    BrokenStoreError,
     CapacityError,
     MissingKeyError,
+    ReentrantCallError,
     UnreferencedKeyError,
 )
 from auxstore._store import BlockObjectStore, InvariantError
@@ -22,9 +24,11 @@ __all__ = [
     "BlockObject",
     "BlockObjectStore",
     "BlockObjectStoreError",
+    "BrokenStoreError",
     "CapacityError",
     "InvariantError",
     "MissingKeyError",
+    "ReentrantCallError",
     "StoreSnapshot",
     "StoreStats",
     "UnreferencedKeyError",

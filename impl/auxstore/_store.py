@@ -49,20 +49,29 @@ each raises follow ``auxspec.binding`` and the model's ``strict`` profile;
 
 from __future__ import annotations
 
+import contextlib
 import mmap
+import sys
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from itertools import filterfalse, islice
-from types import TracebackType
-from typing import Protocol
+from types import CodeType, TracebackType
+from typing import NamedTuple, Protocol
 
-from auxstore._batch import check_batch, read_keys
-from auxstore._errors import CapacityError, MissingKeyError, UnreferencedKeyError
+from auxstore._batch import as_key, check_batch, read_keys, type_name
+from auxstore._errors import (
+    BrokenStoreError,
+    CapacityError,
+    MissingKeyError,
+    ReentrantCallError,
+    UnreferencedKeyError,
+)
 from auxstore._types import StoreSnapshot, StoreStats
 
 __all__ = ["BlockObjectStore", "InvariantError"]
 
 _CLOSED = "auxiliary output store is closed"
+_CLOSED_GATE = "closed"
 # Runs an iterator to exhaustion at C speed, keeping nothing.
 _consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
 # Objects at least this big are copied one by one into read_into's buffer;
@@ -98,7 +107,8 @@ class BlockObjectStore:
     ``get_concatenated`` and ``close``), with strict errors that change
     nothing, O(batch + evicted) eviction, and ``read_into``, ``len``, ``in``,
     ``stats``, ``snapshot``, ``flush`` and context-manager use on top. Used by
-    one thread at a time.
+    one thread at a time; a call from inside another call (a key's
+    ``__hash__``, a generator, a signal handler) raises ``ReentrantCallError``.
     """
 
     __slots__ = (
@@ -109,6 +119,7 @@ class BlockObjectStore:
         "_dst_slices",
         "_evictable",
         "_evictions",
+        "_gate",
         "_hits",
         "_lru",
         "_misses",
@@ -134,6 +145,10 @@ class BlockObjectStore:
         self._refs: dict[str, int] = {}
         self._dst_slices: list[slice] = []  # read_into's target ranges, grown on demand
         self._hits = self._misses = self._evictions = self._capacity_failures = 0
+        # None: open and idle. Otherwise the call running ("put"), the call
+        # changing the store ("put!": if no such call is running, it was
+        # interrupted and the store is broken), or _CLOSED_GATE.
+        self._gate: str | None = None
 
     # ----------------------------------------------------------- properties
 
@@ -155,6 +170,41 @@ class BlockObjectStore:
         state = "closed" if self._arena is None else f"stored={len(self._lru)}"
         return f"BlockObjectStore(capacity={self._capacity}, object_nbytes={self._object_nbytes}, {state})"
 
+    # ----------------------------------------------------------------- gate
+
+    def _blocked(self, call: str) -> None:
+        """Why ``call`` cannot run now (the slow path of every call's entry
+        check): closed, re-entrant, or broken. A mark left by a call that was
+        interrupted outside its changes is stale, and cleared."""
+        gate = self._gate
+        if gate is None:
+            return
+        if gate is _CLOSED_GATE:
+            raise RuntimeError(_CLOSED)
+        running = self._running_call()
+        if running is not None:
+            raise ReentrantCallError(
+                f"{call}() was called while {running}() is running on the same store (from a key, payload, "
+                f"buffer, iterable or signal handler it uses); a store's calls cannot nest"
+            )
+        if gate.endswith("!"):
+            raise BrokenStoreError(
+                f"this store is broken: an exception interrupted {gate[:-1]}() while it was changing the store "
+                f"and the change could not be completed; make a new store"
+            )
+        self._gate = None  # interrupted before or after its changes: the state is consistent
+
+    def _running_call(self) -> str | None:
+        """The name of a call of this store running further up the stack
+        (the caller of the call that is checking, and its callers)."""
+        frame = sys._getframe(3)  # _running_call <- _blocked <- the checking call <- its caller
+        while frame is not None:
+            name = _GATED_CODES.get(frame.f_code)
+            if name is not None and frame.f_locals.get("self") is self:
+                return name
+            frame = frame.f_back  # type: ignore[assignment]
+        return None
+
     # ------------------------------------------------------------------ put
 
     def put(
@@ -165,16 +215,24 @@ class BlockObjectStore:
         release_keys: Iterable[str] = (),
     ) -> None:
         """Apply pins, store the batch, move terminal keys, evict; all or nothing."""
-        if self._arena is None:
-            raise RuntimeError(_CLOSED)
-        nbytes = self._object_nbytes
+        if self._gate is not None:
+            self._blocked("put")
+        self._gate = "put"
+        try:
+            self._put(objects, retain_keys, release_keys)
+        finally:
+            if self._gate == "put":  # else "put!": interrupted and not completed, broken
+                self._gate = None
 
+    def _put(self, objects: Iterable[_Object], retain_keys: Iterable[str], release_keys: Iterable[str]) -> None:
         # Validate and snapshot in the model's order (see auxstore._batch).
-        batch, retains, releases = check_batch(objects, retain_keys, release_keys, object_nbytes=nbytes)
+        # All caller code (iterators, properties, hashes) runs here.
+        batch, retains, releases = check_batch(objects, retain_keys, release_keys, object_nbytes=self._object_nbytes)
 
         # Plan the pins: the new count of every key they touch, and the keys
         # that reach zero, in the order they do.
         refs = self._refs
+        lru = self._lru
         changed: dict[str, int] = {}
         terminal: list[str] = []
         if retains or releases:
@@ -190,49 +248,86 @@ class BlockObjectStore:
                 if not count:
                     terminal.append(key)
 
-        # Plan the eviction.
-        lru = self._lru
+        # Plan the eviction, and the slot of every new key.
         excess = len(lru) + len(batch) - sum(map(lru.__contains__, batch)) - self._capacity
-        victims = self._select_victims(excess, batch, changed, terminal) if excess > 0 else None
+        victims = self._select_victims(excess, batch, changed, terminal) if excess > 0 else []
+        gone = set(victims) if victims and terminal else ()  # only a terminal key named by the put can be a victim
+        new_keys = [key for key in batch if key not in lru and key not in gone]
+        slots = [lru[key] for key in victims if key in lru]
+        first_new_slot = len(self._views)
+        made: list[memoryview] = []
+        if len(new_keys) > len(slots):
+            nbytes, base = self._object_nbytes, self._base
+            end = first_new_slot + len(new_keys) - len(slots)
+            made = [base[i * nbytes : (i + 1) * nbytes] for i in range(first_new_slot, end)]
+            slots += made
+        plan = _PutPlan(
+            batch,
+            changed,
+            [key for key, count in changed.items() if count and key not in refs and key in lru],
+            # Stored after the batch step (stored before, or a batch key) and not evicted.
+            [key for key in terminal if (key in lru or key in batch) and key not in gone],
+            victims,
+            gone,
+            dict(zip(new_keys, slots, strict=True)),  # evicting frees no more slots than new keys take
+            first_new_slot,
+            made,
+            self._evictions + len(victims),
+        )
 
-        # Commit: nothing below can fail.
-        evictable = self._evictable
-        if changed:
-            for key, count in changed.items():
-                if count:
-                    if key not in refs and key in lru:
-                        del evictable[key]  # pinned from now on
-                    refs[key] = count
-                elif key in refs:
-                    del refs[key]  # terminal
-                    if key in lru:
-                        evictable[key] = None  # moved to the most-recent end below
-        free: list[memoryview] = []  # the victims' slots, each taken by a new key below
-        dropped: set[str] = set()  # batch keys evicted by their own put
-        if victims:
-            for key in victims:
-                view = lru.pop(key, None)
-                if view is not None:  # else a new batch key, never inserted
-                    free.append(view)
-                    del evictable[key]
-            self._evictions += len(victims)
-            if terminal:  # only a terminal batch key can be a victim
-                dropped = set(victims).intersection(batch)
-        for key, payload in batch.items():
-            if key in lru:
+        # Apply. An exception in the middle (a signal, MemoryError) completes
+        # the apply, which is idempotent, before it propagates; if that fails
+        # too, the "put!" mark stays and the store is broken. (The mark is
+        # set inside the try: an exception just before it changed nothing.)
+        try:
+            self._gate = "put!"
+            self._apply_put(plan)
+            self._gate = "put"
+        except BaseException:
+            self._gate = "put!"
+            self._apply_put(plan)
+            self._gate = "put"
+            raise
+
+    def _apply_put(self, plan: _PutPlan) -> None:
+        """Make the planned changes. Idempotent, from any state a partial run
+        of itself leaves: every step sets a planned value, or is a sequence of
+        moves to the most-recent end (which gives the same order however often
+        it is repeated)."""
+        refs, lru, evictable = self._refs, self._lru, self._evictable
+        for key, count in plan.counts.items():
+            if count:
+                refs[key] = count
+            else:
+                refs.pop(key, None)  # terminal: a stored one becomes evictable (moved to the end below)
+                if key in lru and key not in evictable:
+                    evictable[key] = None
+        for key in plan.pinned:  # stored keys pinned from now on
+            evictable.pop(key, None)
+        self._views[plan.first_new_slot :] = plan.made
+        for key in plan.victims:
+            lru.pop(key, None)  # absent for a new batch key evicted by its own put
+            evictable.pop(key, None)
+        slot_of, dropped = plan.slot_of, plan.dropped
+        for key, payload in plan.batch.items():
+            if key in slot_of:
+                view = slot_of[key]
+                view[:] = payload
+                if key in lru:
+                    lru.move_to_end(key)
+                else:
+                    lru[key] = view
+                if key not in refs:
+                    evictable[key] = None
+                    evictable.move_to_end(key)
+            elif not dropped or key not in dropped:
                 lru.move_to_end(key)
                 if key not in refs:
                     evictable.move_to_end(key)
-            elif not dropped or key not in dropped:
-                view = free.pop() if free else self._new_slot()
-                view[:] = payload
-                lru[key] = view
-                if key not in refs:
-                    evictable[key] = None
-        for key in terminal:
-            if key in lru:
-                lru.move_to_end(key)
-                evictable.move_to_end(key)
+        for key in plan.terminal:
+            lru.move_to_end(key)
+            evictable.move_to_end(key)
+        self._evictions = plan.evictions
 
     def _select_victims(
         self, excess: int, batch: dict[str, bytes], changed: dict[str, int], terminal: list[str]
@@ -271,17 +366,22 @@ class BlockObjectStore:
 
     def get_concatenated(self, keys: list[str]) -> bytes:
         """The payloads of ``keys`` joined in order; each key then becomes most recent."""
-        if self._arena is None:
-            raise RuntimeError(_CLOSED)
-        keys = read_keys(keys)
-        lru = self._lru
+        if self._gate is not None:
+            self._blocked("get_concatenated")
+        self._gate = "get_concatenated"
         try:
-            data = b"".join(map(lru.__getitem__, keys))
-        except KeyError:
-            self._misses += 1
-            raise MissingKeyError(self._missing_message(keys)) from None
-        self._touch(keys)
-        return data
+            keys = read_keys(keys)
+            lru = self._lru
+            try:
+                data = b"".join(map(lru.__getitem__, keys))
+            except KeyError:
+                self._misses += 1
+                raise MissingKeyError(self._missing_message(keys)) from None
+            self._touch(keys, "get_concatenated")
+            return data
+        finally:
+            if self._gate == "get_concatenated":
+                self._gate = None
 
     def read_into(self, keys: list[str], buffer: object) -> int:
         """Write the payloads of ``keys``, joined, at the start of ``buffer`` (any
@@ -290,19 +390,26 @@ class BlockObjectStore:
         Same recency effect as ``get_concatenated``; a buffer that is too small
         is a ValueError that changes nothing.
         """
-        if self._arena is None:
-            raise RuntimeError(_CLOSED)
-        keys = read_keys(keys)
+        if self._gate is not None:
+            self._blocked("read_into")
+        self._gate = "read_into"
+        try:
+            return self._read_into_any(read_keys(keys), buffer)
+        finally:
+            if self._gate == "read_into":
+                self._gate = None
+
+    def _read_into_any(self, keys: list[str], buffer: object) -> int:
         nbytes = self._object_nbytes
         if type(buffer) is bytearray and nbytes < _COPY_EACH_MIN:
             return self._read_into(keys, buffer, len(buffer))  # the common case needs no memoryview
         try:
             view = memoryview(buffer)  # type: ignore[arg-type]
         except TypeError:
-            raise TypeError(f"buffer must be a writable buffer, not {type(buffer).__name__}") from None
+            raise TypeError(f"buffer must be a writable buffer, not {type_name(buffer)}") from None
         with view:
             if view.readonly:
-                raise TypeError(f"buffer of type {type(buffer).__name__} is read-only")
+                raise TypeError(f"buffer of type {type_name(buffer)} is read-only")
             if not view.c_contiguous:
                 raise TypeError("buffer is not C-contiguous")
             if view.ndim == 1 and view.format == "B":
@@ -337,16 +444,31 @@ class BlockObjectStore:
             if len(ranges) < len(keys):
                 ranges.extend(slice(i * nbytes, (i + 1) * nbytes) for i in range(len(ranges), len(keys)))
             _consume(map(target.__setitem__, ranges, sources))
-        self._touch(keys)
+        self._touch(keys, "read_into")
         return total
 
-    def _touch(self, keys: list[str] | tuple[str, ...]) -> None:
-        """Move read keys to the most-recent end, in order; count the hits."""
+    def _touch(self, keys: list[str], call: str) -> None:
+        """Move read keys to the most-recent end, in order; count the hits.
+        Completed before an exception that interrupts it propagates (moves
+        to the end are idempotent as a sequence; the count is planned)."""
+        hits = self._hits + len(keys)
+        mark = call + "!"
+        try:
+            self._gate = mark
+            self._moves(keys, hits)
+            self._gate = call
+        except BaseException:
+            self._gate = mark
+            self._moves(keys, hits)
+            self._gate = call
+            raise
+
+    def _moves(self, keys: list[str], hits: int) -> None:
         _consume(map(self._lru.move_to_end, keys))
         refs = self._refs
         # Every read key is stored; the unpinned ones are exactly those in _evictable.
         _consume(map(self._evictable.move_to_end, filterfalse(refs.__contains__, keys) if refs else keys))
-        self._hits += len(keys)
+        self._hits = hits
 
     def _missing_message(self, keys: Iterable[str]) -> str:
         lru = self._lru
@@ -359,17 +481,24 @@ class BlockObjectStore:
     # ---------------------------------------------------------- observation
 
     def __len__(self) -> int:
-        self.flush()
+        if self._gate is not None:
+            self._blocked("__len__")
         return len(self._lru)
 
     def __contains__(self, key: object) -> bool:
         """Whether ``key`` is stored; recency does not change."""
-        self.flush()
-        return isinstance(key, str) and key in self._lru  # no other key is ever stored
+        if self._gate is not None:
+            self._blocked("__contains__")
+        if type(key) is not str:
+            if not issubclass(type(key), str):
+                return False  # no other key is ever stored
+            key = as_key(key, "key")
+        return key in self._lru
 
     def stats(self) -> StoreStats:
         """The counters (see ``StoreStats``); recency does not change."""
-        self.flush()
+        if self._gate is not None:
+            self._blocked("stats")
         return StoreStats(
             stored=len(self._lru),
             capacity=self._capacity,
@@ -381,7 +510,8 @@ class BlockObjectStore:
         )
 
     def snapshot(self) -> StoreSnapshot:
-        """Everything observable, without touching recency (also after close)."""
+        """Everything observable, without touching recency (also after close,
+        and on a broken store, where it shows what is left)."""
         return StoreSnapshot(
             entries=tuple((key, view.tobytes()) for key, view in self._lru.items()),
             references=tuple(sorted(self._refs.items())),
@@ -407,7 +537,7 @@ class BlockObjectStore:
                 raise InvariantError(f"slot {slot} is not an {nbytes}-byte view of the arena")
         owner: dict[int, str] = {}
         for key, view in lru.items():
-            if not isinstance(key, str):
+            if type(key) is not str:
                 raise InvariantError(f"stored key {key!r} is not a str")
             used = slot_of.get(id(view))
             if used is None:
@@ -418,7 +548,7 @@ class BlockObjectStore:
         if len(owner) != len(views):
             raise InvariantError(f"{len(views) - len(owner)} of {len(views)} allocated slots hold no key")
         for key, count in refs.items():
-            if not isinstance(key, str) or type(count) is not int or count < 1:
+            if type(key) is not str or type(count) is not int or count < 1:
                 raise InvariantError(f"reference count {count!r} of {key!r} is not a positive int")
         unpinned = [key for key in lru if key not in refs]
         if list(evictable) != unpinned:
@@ -429,16 +559,30 @@ class BlockObjectStore:
     # ------------------------------------------------------------ lifecycle
 
     def flush(self) -> None:
-        """Nothing is pending in a synchronous store; only a closed store fails."""
-        if self._arena is None:
-            raise RuntimeError(_CLOSED)
+        """Nothing is pending in a synchronous store; only a closed (or broken) store fails."""
+        if self._gate is not None:
+            self._blocked("flush")
 
     def close(self) -> None:
         """Drop everything and unmap the arena; closing again does nothing."""
+        gate = self._gate
+        if gate is not None:
+            if gate is _CLOSED_GATE:
+                return
+            self._blocked("close")
         arena = self._arena
-        if arena is None:
-            return
-        self._arena = None
+        assert arena is not None  # open: the gate says so
+        # Completed before an interrupting exception propagates, like put.
+        try:
+            self._gate = "close!"
+            self._release(arena)
+        except BaseException:
+            self._gate = "close!"
+            self._release(arena)
+            raise
+
+    def _release(self, arena: mmap.mmap) -> None:
+        """Close's changes; idempotent."""
         self._lru.clear()
         self._evictable.clear()
         self._refs.clear()
@@ -447,10 +591,16 @@ class BlockObjectStore:
             view.release()
         self._views.clear()
         self._base.release()
-        arena.close()
+        # A slot view made by a call that was interrupted may still be held
+        # (by its traceback, say): then the mapping goes when that view does.
+        with contextlib.suppress(BufferError):
+            arena.close()
+        self._arena = None
+        self._gate = _CLOSED_GATE
 
     def __enter__(self) -> BlockObjectStore:
-        self.flush()
+        if self._gate is not None:
+            self._blocked("__enter__")
         return self
 
     def __exit__(
@@ -459,4 +609,33 @@ class BlockObjectStore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        try:
+            self.close()
+        except BrokenStoreError:
+            if exc_type is None:
+                raise
+            # else the exception that broke the store is on its way: let it be the one seen
+
+
+class _PutPlan(NamedTuple):
+    """Everything a put changes, computed before it changes anything."""
+
+    batch: dict[str, bytes]
+    counts: dict[str, int]  # key -> new reference count (0: terminal)
+    pinned: list[str]  # stored keys that leave _evictable
+    terminal: list[str]  # stored terminal keys that are not victims, in terminal order
+    victims: list[str]
+    dropped: set[str] | tuple[()]  # victims (among them batch keys evicted by their own put)
+    slot_of: dict[str, memoryview]  # new key -> its slot
+    first_new_slot: int
+    made: list[memoryview]  # new slots, numbered from first_new_slot
+    evictions: int
+
+
+# The calls that mark the gate, by code object: how _running_call recognises them on the stack.
+_GATED_CODES: dict[CodeType, str] = {
+    BlockObjectStore.put.__code__: "put",
+    BlockObjectStore.get_concatenated.__code__: "get_concatenated",
+    BlockObjectStore.read_into.__code__: "read_into",
+    BlockObjectStore.close.__code__: "close",
+}
