@@ -132,9 +132,12 @@ class BlockObjectStore:
         max_bytes = _size("max_bytes", max_bytes)
         object_nbytes = _size("object_nbytes", object_nbytes)
         if object_nbytes <= 0:
-            raise ValueError(f"object_nbytes must be positive, got {object_nbytes}")
+            raise ValueError(f"auxiliary output object size must be positive: object_nbytes={object_nbytes}")
         if max_bytes < object_nbytes:
-            raise ValueError(f"max_bytes={max_bytes} cannot hold one object of object_nbytes={object_nbytes}")
+            raise ValueError(
+                f"auxiliary output store must fit at least one object: max_bytes={max_bytes} < "
+                f"object_nbytes={object_nbytes}"
+            )
         self._object_nbytes = object_nbytes
         self._capacity = max_bytes // object_nbytes
         self._arena: mmap.mmap | None = mmap.mmap(-1, self._capacity * object_nbytes)
@@ -349,9 +352,11 @@ class BlockObjectStore:
         if len(victims) < excess:
             self._capacity_failures += 1
             kept = len(self._lru) + excess - len(victims)
+            # vLLM's phrase first (users search for it), then what auxstore knows.
             raise CapacityError(
-                f"cannot fit the batch: {kept} objects would have to stay but capacity is {self._capacity} "
-                f"(too few unpinned, unprotected keys to evict; batch of {len(batch)} keys)"
+                f"auxiliary output store cannot retain the requested batch: limit={self._capacity} objects; "
+                f"{kept} would have to stay (too few unpinned, unprotected keys to evict; batch of {len(batch)} "
+                f"keys); nothing was changed"
             )
         return victims
 
@@ -474,8 +479,9 @@ class BlockObjectStore:
         lru = self._lru
         missing = next(key for key in keys if key not in lru)
         return (
-            f"auxiliary output object {missing!r} is not stored (never put, or evicted; "
-            f"stored={len(lru)}, capacity={self._capacity} objects)"
+            f"auxiliary output object {missing!r} does not exist; the object may have been evicted or never "
+            f"put (used={len(lru)}, limit={self._capacity} objects). Increase aux_output_config.max_bytes "
+            f"when a KV cache hit requires it."
         )
 
     # ---------------------------------------------------------- observation

@@ -15,13 +15,20 @@ from auxstore import StoreSnapshot, StoreStats
 
 _MESSAGES: dict[Kind, str] = {
     Kind.CLOSED: "auxiliary output store is closed",
-    Kind.CAPACITY: "auxiliary output store cannot fit the batch: too few unpinned, unprotected keys to evict",
-    Kind.MISSING: "auxiliary output object is not stored (never put, or evicted)",
+    # vLLM's phrases where vLLM has one (users search for them), then the detail.
+    Kind.CAPACITY: "auxiliary output store cannot retain the requested batch: too few unpinned, unprotected keys",
+    Kind.MISSING: (
+        "auxiliary output object does not exist; the object may have been evicted or never put. "
+        "Increase aux_output_config.max_bytes when a KV cache hit requires it"
+    ),
     Kind.UNREFERENCED: "release of a key that holds no reference",
     Kind.PAYLOAD: "payload length differs from object_nbytes",
     Kind.TYPE: "keys must be str, payloads and buffers bytes-like, key lists and batches iterable",
     Kind.BUFFER: "buffer is smaller than the objects read",
-    Kind.CONFIG: "need object_nbytes > 0 and max_bytes >= object_nbytes",
+    Kind.CONFIG: (
+        "auxiliary output object size must be positive, and the auxiliary output store must fit at least one "
+        "object: need object_nbytes > 0 and max_bytes >= object_nbytes"
+    ),
 }
 
 
@@ -84,7 +91,7 @@ class ReferenceStore:
     ) -> str:
         """What to name in the message: the offending value, where there is one."""
         if kind is Kind.CAPACITY:
-            return f"capacity={self._state.capacity} objects"
+            return f"limit={self._state.capacity} objects"
         if kind is Kind.TYPE:
             flat = [v for pair in items for v in pair] + list(retains + releases)
             return next(v.what for v in flat if isinstance(v, model.Invalid))
