@@ -25,6 +25,7 @@ from auxstore import (
     _background,
 )
 from auxstore._background import WriterDiedError
+from auxstore._batch import check_batch
 
 N = 4  # object_nbytes
 
@@ -208,7 +209,7 @@ def test_a_wake_up_lost_between_queueing_and_notifying_is_repaired(monkeypatch: 
         threading.Event().wait(0.005)
     assert shared.writer_waits
     # What a put interrupted after its append and before its wake-up leaves.
-    shared.queue.append(([obj("a", 9)], (), ()))
+    shared.queue.append(check_batch([obj("a", 9)], object_nbytes=N))
     store.flush()  # must wake the writer, not wait for it forever
     assert store.get_concatenated(["a"]) == b"\x09" * N
     store.close()

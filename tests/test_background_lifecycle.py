@@ -211,12 +211,6 @@ class _Snapshotted:
         return bytes(self.buffer)
 
 
-@dataclass(frozen=True, slots=True)
-class _Slotted:
-    key: str
-    payload: bytes
-
-
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("kind", [_Window, _Snapshotted])
 def test_every_payload_is_copied_at_the_call_whatever_holds_it(kind: Any) -> None:
@@ -235,14 +229,6 @@ def test_every_payload_is_copied_at_the_call_whatever_holds_it(kind: Any) -> Non
     gate_open.set()
     assert store.get_concatenated(["k"]) == b"good"
     store.close()
-
-
-def test_frozen_dataclasses_with_plain_fields_are_queued_as_they_are() -> None:
-    # Sharing is safe only for plain fields; the copy for the others is tested above.
-    from auxstore._background import _shareable
-
-    assert _shareable(BlockObject) and _shareable(_Slotted)
-    assert not _shareable(_Window) and not _shareable(_Snapshotted)
 
 
 class _Unhashable(str):

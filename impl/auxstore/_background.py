@@ -44,16 +44,18 @@ owner thread; the writer never touches it while idle.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import weakref
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from queue import Empty, SimpleQueue
-from types import MemberDescriptorType, TracebackType
-from typing import Any, Protocol
+from types import TracebackType
+from typing import Any, NamedTuple, Protocol
 
+from auxstore._batch import Batch, check_batch
 from auxstore._errors import BlockObjectStoreError
-from auxstore._types import BlockObject, StoreStats
+from auxstore._types import StoreStats
 
 __all__ = ["BackgroundBlockObjectStore", "WriterDiedError"]
 
@@ -65,7 +67,6 @@ _NOT_LISTS = (str, bytes, bytearray)
 _OWNER_POLL = 0.05
 _WRITER_POLL = 1.0
 
-_Batch = tuple[list[Any], tuple[str, ...], tuple[str, ...]]
 
 
 class WriterDiedError(BlockObjectStoreError):
@@ -114,7 +115,7 @@ class _Shared:
         self.writer_wake: SimpleQueue[None] = SimpleQueue()  # a batch was queued, or stop
         self.owner_waits = False  # the writer wakes the owner only when it waits
         self.writer_waits = False  # the owner wakes the writer only when it waits
-        self.queue: deque[_Batch] = deque()
+        self.queue: deque[Batch] = deque()
         self.busy = False
         self.stopping = False  # close() began or the store was dropped: the writer ends when idle
         self.dropped = False  # the store became garbage: the inner store is closed for it
@@ -190,7 +191,7 @@ def _write_loop(shared: _Shared) -> None:
         if shared.owner_waits:
             shared.owner_wake.put(None)  # a slot is free
         try:
-            store.put(objects, retain_keys=retains, release_keys=releases)
+            store.put(list(map(_new_entry, objects.items())), retain_keys=retains, release_keys=releases)
         except BaseException as error:  # latched, whatever it is: the owner re-raises it
             failure = error
 
@@ -226,42 +227,22 @@ def _dropped(shared: _Shared, writer: threading.Thread) -> None:
 # ------------------------------------------------------------ the snapshot
 
 
-_SHAREABLE: dict[type, bool] = {BlockObject: True}
+class _Entry(NamedTuple):
+    """One object of a queued batch, as the inner store is given it: any
+    store reads ``key`` and ``payload`` (built from a checked Batch on the
+    writer thread, at C speed)."""
+
+    key: str
+    payload: bytes
 
 
-def _shareable(kind: type) -> bool:
-    """Whether instances of ``kind`` can be queued as they are when their key
-    is a ``str`` and their payload ``bytes``: a frozen dataclass whose ``key``
-    and ``payload`` are plain fields (vLLM's BlockObject is one), so reading
-    them later gives what was read now. A property or a custom attribute
-    lookup could return something else later. Cached per type."""
-    shareable = _SHAREABLE.get(kind)
-    if shareable is None:
-        params = getattr(kind, "__dataclass_params__", None)
-        fields = getattr(kind, "__dataclass_fields__", {})
-        shareable = bool(
-            params is not None
-            and params.frozen
-            and "key" in fields
-            and "payload" in fields
-            and getattr(kind, "__getattribute__") is object.__getattribute__  # noqa: B009 - mypy
-            and not hasattr(kind, "__getattr__")
-            and all(_plain(kind, name) for name in ("key", "payload"))
-        )
-        _SHAREABLE[kind] = shareable
-    return shareable
-
-
-def _plain(kind: type, name: str) -> bool:
-    for klass in kind.__mro__:
-        if name in vars(klass):
-            return type(vars(klass)[name]) is MemberDescriptorType  # a slot
-    return True  # an instance attribute
+# (key, payload) -> _Entry without a Python-level call per object
+_new_entry: Callable[[tuple[str, bytes]], _Entry] = functools.partial(tuple.__new__, _Entry)
 
 
 def _keys(values: object) -> tuple[Any, ...] | None:
-    """``values`` as a tuple, or None when it is not a key list (a str or
-    bytes would iterate characters; the rules of ``auxspec.binding.as_keys``)."""
+    """``values`` as a tuple, or None when it is not a key list (which
+    ``check_batch`` then refuses); one pass over an iterator."""
     if type(values) is tuple:
         return values
     if type(values) is list:
@@ -269,65 +250,6 @@ def _keys(values: object) -> tuple[Any, ...] | None:
     if isinstance(values, _NOT_LISTS) or not isinstance(values, Iterable):
         return None
     return tuple(values)
-
-
-def _as_key(key: object, what: str) -> str:
-    """``key`` as an exact ``str`` (by value): a str subclass is copied, so its
-    own ``__hash__``/``__eq__`` never run on the writer thread."""
-    if type(key) is str:
-        return key
-    if not issubclass(type(key), str):  # type(), not isinstance: __class__ can lie
-        raise TypeError(f"{what} must be a str, not {type(key).__name__}")
-    try:
-        hash(key)
-    except Exception as error:
-        raise TypeError(f"{what} of type {type(key).__name__} cannot be hashed: {error}") from error
-    return str.__str__(key)
-
-
-def _check_keys(keys: tuple[Any, ...] | None, raw: object, what: str) -> tuple[str, ...]:
-    if keys is None:
-        raise TypeError(f"{what} must be an iterable of str keys, not a {type(raw).__name__}")
-    for key in keys:
-        if type(key) is not str:
-            return tuple(_as_key(key, f"a key of {what}") for key in keys)
-    return keys
-
-
-def _snapshot(items: list[Any] | tuple[Any, ...] | None, raw: object, nbytes: int | None) -> list[Any]:
-    """The batch as immutable objects, validated in the model's order: each
-    object's key, then its payload (type, then length, when the inner store
-    states its object size)."""
-    if items is None:
-        raise TypeError(f"objects must be an iterable of objects with key and payload, not {type(raw).__name__}")
-    snapshot: list[Any] = []
-    append = snapshot.append
-    for obj in items:
-        try:
-            key = obj.key
-            payload = obj.payload
-        except AttributeError:
-            raise TypeError(f"object of type {type(obj).__name__} has no key and payload") from None
-        if type(key) is str:
-            shared_key = True
-        else:
-            key = _as_key(key, "key")
-            shared_key = False
-        if type(payload) is bytes:
-            if nbytes is not None and len(payload) != nbytes:
-                raise ValueError(f"payload of {key!r} is {len(payload)} bytes; object_nbytes is {nbytes}")
-            kind = type(obj)
-            append(obj if shared_key and (kind is BlockObject or _shareable(kind)) else BlockObject(key, payload))
-            continue
-        try:
-            view = memoryview(payload)
-        except TypeError:
-            raise TypeError(f"payload of {key!r} must be bytes-like, not {type(payload).__name__}") from None
-        with view:
-            if nbytes is not None and view.nbytes != nbytes:
-                raise ValueError(f"payload of {key!r} is {view.nbytes} bytes; object_nbytes is {nbytes}")
-            append(BlockObject(key, view.tobytes()))  # a copy: the caller may reuse its buffer
-    return snapshot
 
 
 def _fixed_size(store: object) -> int | None:
@@ -450,10 +372,13 @@ class BackgroundBlockObjectStore:
         shared = self._s
         if shared.stopping:
             raise RuntimeError(_CLOSED)
-        batch = (
-            _snapshot(items, objects, self._object_nbytes),
-            _check_keys(retains, retain_keys, "retain_keys"),
-            _check_keys(releases, release_keys, "release_keys"),
+        # The one batch validator (auxstore._batch): by value, so nothing the
+        # caller holds or runs reaches the writer thread.
+        batch = check_batch(
+            objects if items is None else items,
+            retain_keys if retains is None else retains,
+            release_keys if releases is None else releases,
+            object_nbytes=self._object_nbytes,
         )
         queue = shared.queue
         if shared.error is None and len(queue) >= shared.max_pending:
