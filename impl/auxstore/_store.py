@@ -2,12 +2,14 @@
 
 Layout
 ------
-Payloads live in one anonymous ``mmap`` arena of ``capacity * object_nbytes``
-bytes cut into fixed slots. A slot is addressed through a memoryview made once,
-when the slot is first used. A put that evicts hands each victim's slot to one
-of its own new keys: it evicts only as many stored keys as it inserts beyond
-capacity, so no slot is ever left free after a call, and the slots made are
-exactly the keys stored (at most ``capacity``).
+Payloads live in an anonymous ``mmap`` arena cut into fixed slots. The arena
+grows by chunks as slots are first needed (the first chunk up to 64 MiB, each
+later one as big as all before it), so memory follows what is stored and any
+``max_bytes`` is accepted, as the spec does. A slot is addressed through a
+memoryview made once, when the slot is first used. A put that evicts hands
+each victim's slot to one of its own new keys: it evicts only as many stored
+keys as it inserts beyond capacity, so no slot is ever left free after a
+call, and the slots made are exactly the keys stored (at most ``capacity``).
 
 Three structures hold the bookkeeping:
 
@@ -37,11 +39,14 @@ re-puts move a key to the most-recent end of ``_lru``, and of ``_evictable``
 when it is there; pinned keys keep moving in ``_lru`` so the global order stays
 exactly the specified one.
 
-Strictness
-----------
+Strictness and exception safety
+-------------------------------
 Every call first validates all of its input and plans its whole effect (new
-counts, terminal keys, victims) without touching the store; only then does it
-change anything. So every error leaves the store exactly as it was. Which
+counts, terminal keys, victims, slots) without touching the store; only then
+does it change anything. So every error leaves the store exactly as it was.
+The change itself is idempotent and is completed before an exception that
+interrupts it (``KeyboardInterrupt``, ``MemoryError``) propagates; see
+``docs/reliability.md``. Which
 inputs are accepted, which error wins when several apply, and which exception
 each raises follow ``auxspec.binding`` and the model's ``strict`` profile;
 ``tests/test_store_differential.py`` checks the agreement.
@@ -52,6 +57,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import sys
+from bisect import bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from itertools import filterfalse, islice
@@ -77,6 +83,9 @@ _consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
 # Objects at least this big are copied one by one into read_into's buffer;
 # smaller ones are joined first (a call per object costs more than a copy).
 _COPY_EACH_MIN = 4096
+# The arena's first chunk, and the least any chunk adds: big enough that a
+# common store is one mapping, small enough that a huge max_bytes costs nothing.
+_FIRST_CHUNK_BYTES = 64 << 20
 
 
 class _Object(Protocol):
@@ -94,10 +103,17 @@ class InvariantError(AssertionError):
 
 
 def _size(name: str, value: object) -> int:
-    # bool is an int subclass, but True as a size is always a caller's slip.
-    if isinstance(value, int) and not isinstance(value, bool):
-        return int(value)
-    raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    """A size by value, as ``auxspec.binding.as_size``: an ``int`` or a
+    subclass's plain int value (``int.__index__`` reads the number itself; the
+    subclass's own ``__index__``, ``__int__`` or arithmetic may lie); ``bool``
+    is rejected (True as a size is always a caller's slip), and so is
+    everything else, whatever its ``__class__`` claims."""
+    kind = type(value)
+    if kind is int:
+        return value  # type: ignore[return-value]
+    if issubclass(kind, int) and kind is not bool:
+        return int.__index__(value)  # type: ignore[arg-type]
+    raise TypeError(f"{name} must be an int, not {type_name(value)}")
 
 
 class BlockObjectStore:
@@ -112,16 +128,21 @@ class BlockObjectStore:
     """
 
     __slots__ = (
+        "_allocated",
         "_arena",
         "_base",
+        "_bases",
         "_capacity",
         "_capacity_failures",
+        "_chunk_starts",
+        "_chunks",
         "_dst_slices",
         "_evictable",
         "_evictions",
         "_gate",
         "_hits",
         "_lru",
+        "_max_bytes",
         "_misses",
         "_object_nbytes",
         "_refs",
@@ -139,9 +160,19 @@ class BlockObjectStore:
                 f"object_nbytes={object_nbytes}"
             )
         self._object_nbytes = object_nbytes
+        self._max_bytes = max_bytes
         self._capacity = max_bytes // object_nbytes
-        self._arena: mmap.mmap | None = mmap.mmap(-1, self._capacity * object_nbytes)
-        self._base = memoryview(self._arena)
+        # The arena grows by chunks as slots are needed (each chunk as many
+        # slots as all before it), so memory follows what is stored, not
+        # max_bytes: any max_bytes is accepted, as in the spec. The first
+        # chunk is made now, so a store always has an _arena.
+        first = _Growth.plan(0, 1, self._capacity, object_nbytes, 0)
+        self._chunks: list[mmap.mmap] = list(first.chunks)
+        self._bases: list[memoryview] = list(first.bases)  # chunk i's whole view
+        self._chunk_starts: list[int] = [0]  # chunk i's first slot
+        self._allocated = first.allocated  # slots the chunks hold
+        self._arena: mmap.mmap | None = self._chunks[0]  # None once closed
+        self._base = self._bases[0]
         self._views: list[memoryview] = []  # slot i -> view of its bytes; len() = slots made = keys stored
         self._lru: OrderedDict[str, memoryview] = OrderedDict()
         self._evictable: OrderedDict[str, None] = OrderedDict()
@@ -259,10 +290,9 @@ class BlockObjectStore:
         slots = [lru[key] for key in victims if key in lru]
         first_new_slot = len(self._views)
         made: list[memoryview] = []
+        growth = None
         if len(new_keys) > len(slots):
-            nbytes, base = self._object_nbytes, self._base
-            end = first_new_slot + len(new_keys) - len(slots)
-            made = [base[i * nbytes : (i + 1) * nbytes] for i in range(first_new_slot, end)]
+            made, growth = self._make_slots(first_new_slot, len(new_keys) - len(slots))
             slots += made
         plan = _PutPlan(
             batch,
@@ -275,6 +305,7 @@ class BlockObjectStore:
             dict(zip(new_keys, slots, strict=True)),  # evicting frees no more slots than new keys take
             first_new_slot,
             made,
+            growth,
             self._evictions + len(victims),
         )
 
@@ -307,6 +338,8 @@ class BlockObjectStore:
                     evictable[key] = None
         for key in plan.pinned:  # stored keys pinned from now on
             evictable.pop(key, None)
+        if plan.growth is not None:
+            self._grow(plan.growth)
         self._views[plan.first_new_slot :] = plan.made
         for key in plan.victims:
             lru.pop(key, None)  # absent for a new batch key evicted by its own put
@@ -360,11 +393,41 @@ class BlockObjectStore:
             )
         return victims
 
+    def _make_slots(self, first: int, count: int) -> tuple[list[memoryview], _Growth | None]:
+        """Views of the ``count`` slots from slot ``first`` on (the next unused
+        ones), and the chunks to add to hold them (None if none); changes
+        nothing (MemoryError if a chunk cannot be mapped)."""
+        end = first + count
+        nbytes = self._object_nbytes
+        growth = None
+        starts, bases = self._chunk_starts, self._bases
+        if end > self._allocated:
+            growth = _Growth.plan(self._allocated, end, self._capacity, nbytes, len(self._chunks))
+            starts = starts + list(growth.starts)
+            bases = bases + list(growth.bases)
+        k = bisect_right(starts, first) - 1
+        views = []
+        for slot in range(first, end):
+            if k + 1 < len(starts) and starts[k + 1] <= slot:
+                k += 1
+            offset = (slot - starts[k]) * nbytes
+            views.append(bases[k][offset : offset + nbytes])
+        return views, growth
+
+    def _grow(self, growth: _Growth) -> None:
+        """Add the planned chunks; idempotent."""
+        at = growth.first_chunk
+        self._chunks[at:] = growth.chunks
+        self._bases[at:] = growth.bases
+        self._chunk_starts[at:] = growth.starts
+        self._allocated = growth.allocated
+
     def _new_slot(self) -> memoryview:
-        views = self._views
-        start = len(views) * self._object_nbytes
-        view = self._base[start : start + self._object_nbytes]
-        views.append(view)
+        """Make the next slot (for tests that build odd states)."""
+        (view,), growth = self._make_slots(len(self._views), 1)
+        if growth is not None:
+            self._grow(growth)
+        self._views.append(view)
         return view
 
     # ---------------------------------------------------------------- reads
@@ -533,14 +596,26 @@ class BlockObjectStore:
                 raise InvariantError("a closed store still holds keys, references or slots")
             return
         capacity, nbytes = self._capacity, self._object_nbytes
-        if len(self._arena) != capacity * nbytes:
-            raise InvariantError(f"arena is {len(self._arena)} bytes, not capacity*object_nbytes")
+        if capacity != self._max_bytes // nbytes:
+            raise InvariantError(f"capacity {capacity} is not max_bytes // object_nbytes")
         if len(views) > capacity:
             raise InvariantError(f"{len(views)} slots allocated > capacity {capacity}")
+        starts, chunks = self._chunk_starts, self._chunks
+        ends = [*starts[1:], self._allocated]
+        if starts[0] != 0 or self._arena is not chunks[0] or not len(starts) == len(chunks) == len(self._bases):
+            raise InvariantError("the chunk table is inconsistent")
+        for start, end, chunk in zip(starts, ends, chunks, strict=True):
+            if end <= start or len(chunk) != (end - start) * nbytes:
+                raise InvariantError(f"the chunk of slots {start}..{end} is {len(chunk)} bytes")
+        if self._allocated > capacity or len(views) > self._allocated:
+            raise InvariantError(f"{self._allocated} slots mapped for {len(views)} made, capacity {capacity}")
         slot_of = {id(view): slot for slot, view in enumerate(views)}
+        k = 0
         for slot, view in enumerate(views):
-            if view.nbytes != nbytes or view.obj is not self._arena:
-                raise InvariantError(f"slot {slot} is not an {nbytes}-byte view of the arena")
+            while ends[k] <= slot:
+                k += 1
+            if view.nbytes != nbytes or view.obj is not chunks[k]:
+                raise InvariantError(f"slot {slot} is not an {nbytes}-byte view of its chunk of the arena")
         owner: dict[int, str] = {}
         for key, view in lru.items():
             if type(key) is not str:
@@ -576,18 +651,16 @@ class BlockObjectStore:
             if gate is _CLOSED_GATE:
                 return
             self._blocked("close")
-        arena = self._arena
-        assert arena is not None  # open: the gate says so
         # Completed before an interrupting exception propagates, like put.
         try:
             self._gate = "close!"
-            self._release(arena)
+            self._release()
         except BaseException:
             self._gate = "close!"
-            self._release(arena)
+            self._release()
             raise
 
-    def _release(self, arena: mmap.mmap) -> None:
+    def _release(self) -> None:
         """Close's changes; idempotent."""
         self._lru.clear()
         self._evictable.clear()
@@ -596,11 +669,13 @@ class BlockObjectStore:
         for view in self._views:
             view.release()
         self._views.clear()
-        self._base.release()
-        # A slot view made by a call that was interrupted may still be held
-        # (by its traceback, say): then the mapping goes when that view does.
-        with contextlib.suppress(BufferError):
-            arena.close()
+        for base in self._bases:
+            base.release()
+        for chunk in self._chunks:
+            # A slot view made by a call that was interrupted may still be held
+            # (by its traceback, say): then the mapping goes when that view does.
+            with contextlib.suppress(BufferError):
+                chunk.close()
         self._arena = None
         self._gate = _CLOSED_GATE
 
@@ -635,7 +710,39 @@ class _PutPlan(NamedTuple):
     slot_of: dict[str, memoryview]  # new key -> its slot
     first_new_slot: int
     made: list[memoryview]  # new slots, numbered from first_new_slot
+    growth: _Growth | None  # chunks to add for them
     evictions: int
+
+
+class _Growth(NamedTuple):
+    """Chunks to add to the arena, mapped but not yet part of it."""
+
+    first_chunk: int  # the index the first of them gets
+    starts: tuple[int, ...]
+    chunks: tuple[mmap.mmap, ...]
+    bases: tuple[memoryview, ...]
+    allocated: int  # slots held once they are added
+
+    @staticmethod
+    def plan(allocated: int, needed: int, capacity: int, nbytes: int, first_chunk: int) -> _Growth:
+        """Map chunks until ``needed`` slots are held: each chunk as big as
+        all before it (at least _FIRST_CHUNK_BYTES), never past capacity."""
+        starts: list[int] = []
+        chunks: list[mmap.mmap] = []
+        while allocated < needed:
+            size = min(capacity - allocated, max(allocated, _FIRST_CHUNK_BYTES // nbytes, 1))
+            try:
+                chunk = mmap.mmap(-1, size * nbytes)
+            except (OSError, OverflowError) as error:
+                for made in chunks:
+                    made.close()
+                raise MemoryError(
+                    f"auxiliary output store cannot map {size * nbytes} more bytes for {size} objects: {error}"
+                ) from None
+            starts.append(allocated)
+            chunks.append(chunk)
+            allocated += size
+        return _Growth(first_chunk, tuple(starts), tuple(chunks), tuple(map(memoryview, chunks)), allocated)
 
 
 # The calls that mark the gate, by code object: how _running_call recognises them on the stack.
