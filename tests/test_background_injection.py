@@ -1,6 +1,7 @@
 """Exception injection into the background store's own code (issue 18, point 2).
 
-A line tracer over ``impl/auxstore/_background.py`` raises ``KeyboardInterrupt``
+A line tracer over ``impl/auxstore/_background.py`` (and ``_batch.py``, the
+validator its put runs) raises ``KeyboardInterrupt``
 at one point, (thread, line, n-th time that line runs on that thread), of a
 fixed scenario; a first untraced run lists the points each scenario reaches.
 The owner thread's points interrupt an owner call; the writer thread's points
@@ -43,10 +44,15 @@ from typing import Any
 import pytest
 
 import auxstore._background as background_module
+import auxstore._batch as batch_module
 from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStoreError
 from auxstore._background import WriterDiedError
 
-FILE = str(Path(background_module.__file__).resolve())
+# The background store, and the batch validator its put runs on the owner thread.
+FILES = {
+    str(Path(str(module.__file__)).resolve()): module.__name__.rsplit(".", 1)[1]
+    for module in (background_module, batch_module)
+}
 N = 2  # object_nbytes
 HANG = 5.0  # seconds a run may take before it counts as a hang
 SIGNAL_SECONDS = float(os.environ.get("AUXSTORE_SIGNAL_SECONDS", "3"))  # the issue asks for a 20 s run once
@@ -147,7 +153,7 @@ def _call(store: BackgroundBlockObjectStore, op: tuple[Any, ...]) -> object:
     raise AssertionError(kind)
 
 
-Point = tuple[str, int, int]  # (owner|writer, line, n-th time)
+Point = tuple[str, str, int, int]  # (owner|writer, module, line, n-th time)
 
 
 class Injector:
@@ -158,13 +164,13 @@ class Injector:
         self.target = target
         self.make = make
         self.owner = 0
-        self.counts: dict[tuple[str, int], int] = {}
+        self.counts: dict[tuple[str, str, int], int] = {}
         self.reached: set[Point] = set()
         self.fired: BaseException | None = None
         self.active = True
 
     def trace(self, frame: FrameType, event: str, arg: object) -> Any:
-        if not self.active or frame.f_code.co_filename != FILE:
+        if not self.active or frame.f_code.co_filename not in FILES:
             return None
         return self._line
 
@@ -172,12 +178,12 @@ class Injector:
         if event != "line" or not self.active:
             return self._line if self.active else None
         role = "owner" if threading.get_ident() == self.owner else "writer"
-        where = (role, frame.f_lineno)
+        where = (role, FILES[frame.f_code.co_filename], frame.f_lineno)
         nth = self.counts[where] = self.counts.get(where, 0) + 1
         if self.target is None:
             if nth <= NTH:
-                self.reached.add((role, frame.f_lineno, nth))
-        elif (role, frame.f_lineno, nth) == self.target and self.fired is None:
+                self.reached.add((*where, nth))
+        elif (*where, nth) == self.target and self.fired is None:
             self.fired = self.make()
             raise self.fired
         return self._line

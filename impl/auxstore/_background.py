@@ -45,16 +45,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from queue import Empty, SimpleQueue
-from types import TracebackType
-from typing import Any, NamedTuple, Protocol
+from types import CodeType, FrameType, TracebackType
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from auxstore._batch import Batch, check_batch
-from auxstore._errors import BlockObjectStoreError
+from auxstore._errors import BlockObjectStoreError, ReentrantCallError
 from auxstore._types import StoreStats
 
 __all__ = ["BackgroundBlockObjectStore", "WriterDiedError"]
@@ -93,6 +94,7 @@ class _Shared:
         "closed",
         "dropped",
         "error",
+        "in_call",
         "inner_closed",
         "max_pending",
         "orphan_claim",
@@ -125,6 +127,7 @@ class _Shared:
         self.writer_done = False
         self.orphan_claim = [None]  # popped (atomically) by whoever closes a dropped store's inner store
         self.error: BaseException | None = None
+        self.in_call = False  # an owner call runs (a hint: the stack says which, see _refuse_reentry)
         self.owner: weakref.ref[Any] | None = None  # the store, weakly: a backstop for its finalizer
 
     def latch(self, error: BaseException) -> None:
@@ -266,6 +269,35 @@ def _fixed_size(store: object) -> int | None:
 
 # ---------------------------------------------------------------- the store
 
+_R = TypeVar("_R")
+_OWNER_CODES: set[CodeType] = set()  # the frames of a running owner call
+
+
+def _owner_call(method: Callable[..., _R]) -> Callable[..., _R]:
+    """Mark ``method`` as an owner call: refused (ReentrantCallError) while
+    another of the store's calls runs on the same thread."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: BackgroundBlockObjectStore, *args: Any, **kwargs: Any) -> _R:
+        shared = self._s
+        if shared.in_call:
+            self._refuse_reentry(name)
+        try:
+            shared.in_call = True
+            return method(self, *args, **kwargs)
+        finally:
+            shared.in_call = False
+
+    _OWNER_CODES.add(method.__code__)
+    return call
+
+
+def _running_name(frame: FrameType) -> str:
+    return "put" if frame.f_code.co_name == "_put" else frame.f_code.co_name
+
+
+
 
 class BackgroundBlockObjectStore:
     """Serialises puts to ``store`` on a writer thread; drop-in for vLLM's class.
@@ -316,6 +348,22 @@ class BackgroundBlockObjectStore:
         state = "closed" if s.stopping else ("failed" if s.error is not None else "open")
         return f"BackgroundBlockObjectStore(max_pending_batches={s.max_pending}, {state}, store={s.store!r})"
 
+    # ---------------------------------------------------------- re-entrancy
+
+    def _refuse_reentry(self, call: str) -> None:
+        """The slow path of every owner call's entry check: raise if one of
+        this store's own calls is running on this thread's stack (a key,
+        payload, iterable or signal handler calling back). A mark left by a
+        call that an exception interrupted is stale: ignored."""
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code in _OWNER_CODES and frame.f_locals.get("self") is self:
+                raise ReentrantCallError(
+                    f"{call}() was called while {_running_name(frame)}() is running on the same background store "
+                    f"(from a key, payload, iterable or signal handler it uses); its calls cannot nest"
+                )
+            frame = frame.f_back
+
     # ---------------------------------------------------------------- waits
 
     def _wait(self, shared: _Shared, idle: bool) -> None:
@@ -358,6 +406,16 @@ class BackgroundBlockObjectStore:
         An all-empty put does nothing, even after close. Invalid input raises
         ``TypeError``/``ValueError`` here with nothing queued.
         """
+        shared = self._s
+        if shared.in_call:
+            self._refuse_reentry("put")
+        try:
+            shared.in_call = True
+            self._put(objects, retain_keys, release_keys)
+        finally:
+            shared.in_call = False
+
+    def _put(self, objects: Iterable[Any], retain_keys: Iterable[str], release_keys: Iterable[str]) -> None:
         items: list[Any] | tuple[Any, ...] | None
         if type(objects) is list or type(objects) is tuple:
             items = objects
@@ -408,12 +466,14 @@ class BackgroundBlockObjectStore:
         self._wait_idle()
         self._raise_if_failed()
 
+    @_owner_call
     def get_concatenated(self, keys: list[str]) -> bytes:
         """The payloads of ``keys`` joined, after every queued put."""
         self._ready()
         joined: bytes = self._s.store.get_concatenated(keys)
         return joined
 
+    @_owner_call
     def read_into(self, keys: list[str], buffer: Any) -> int:
         """``get_concatenated`` into ``buffer`` (writable, C-contiguous); returns
         the bytes written. A buffer that is too small is a ValueError that
@@ -424,18 +484,22 @@ class BackgroundBlockObjectStore:
         written: int = self._s.store.read_into(keys, buffer)
         return written
 
+    @_owner_call
     def flush(self) -> None:
         """Wait until every queued put is applied; raise a latched failure."""
         self._ready()
 
+    @_owner_call
     def __len__(self) -> int:
         self._ready()
         return len(self._s.store)
 
+    @_owner_call
     def __contains__(self, key: object) -> bool:
         self._ready()
         return key in self._s.store
 
+    @_owner_call
     def stats(self) -> StoreStats:
         self._ready()
         stats: StoreStats = self._s.store.stats()
@@ -443,6 +507,7 @@ class BackgroundBlockObjectStore:
 
     # ------------------------------------------------------------ lifecycle
 
+    @_owner_call
     def close(self) -> None:
         """Apply everything queued, stop and join the writer, close the inner
         store, then raise a latched failure. Closing again does nothing.
@@ -476,3 +541,6 @@ class BackgroundBlockObjectStore:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+_OWNER_CODES.add(BackgroundBlockObjectStore._put.__code__)
