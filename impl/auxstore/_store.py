@@ -561,7 +561,14 @@ class BlockObjectStore:
         if type(key) is not str:
             if not issubclass(type(key), str):
                 return False  # no other key is ever stored
-            key = as_key(key, "key")
+            self._gate = "__contains__"  # its __hash__ is caller code
+            try:
+                key = as_key(key, "key")  # by value, as stored
+            except TypeError:
+                return False  # a key that cannot be hashed is never stored
+            finally:
+                if self._gate == "__contains__":
+                    self._gate = None
         return key in self._lru
 
     def stats(self) -> StoreStats:
@@ -751,4 +758,5 @@ _GATED_CODES: dict[CodeType, str] = {
     BlockObjectStore.get_concatenated.__code__: "get_concatenated",
     BlockObjectStore.read_into.__code__: "read_into",
     BlockObjectStore.close.__code__: "close",
+    BlockObjectStore.__contains__.__code__: "__contains__",
 }

@@ -6,12 +6,17 @@ production store are compared with it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from types import TracebackType
+from typing import Concatenate, ParamSpec, TypeVar
 
 from auxspec import binding, model
 from auxspec.model import Err, Kind, Outcome, State
-from auxstore import StoreSnapshot, StoreStats
+from auxstore import ReentrantCallError, StoreSnapshot, StoreStats
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 _MESSAGES: dict[Kind, str] = {
     Kind.CLOSED: "auxiliary output store is closed",
@@ -32,6 +37,44 @@ _MESSAGES: dict[Kind, str] = {
 }
 
 
+def _one_call_at_a_time(
+    method: Callable[Concatenate[ReferenceStore, _P], _R],
+) -> Callable[Concatenate[ReferenceStore, _P], _R]:
+    """A call made while another call of the same store runs (from a key, a
+    payload, an iterable it uses) raises ReentrantCallError and changes
+    nothing; the running call goes on. As ``BlockObjectStore`` does."""
+
+    @functools.wraps(method)
+    def guarded(self: ReferenceStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        running = self._running
+        if self._state.closed and running is None and method.__name__ != "close":
+            self._apply(model.flush(self._state))  # closed: fail before any caller code runs, as the store does
+        if running is not None:
+            raise ReentrantCallError(
+                f"{method.__name__}() was called while {running}() is running on the same store; "
+                f"a store's calls cannot nest"
+            )
+        self._running = method.__name__
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._running = None
+
+    return guarded
+
+
+def _by_value(key: model.KeyArg) -> model.KeyArg:
+    """A str subclass key as its plain str value, as the store takes it (so no
+    caller code runs inside a model step); one that cannot be hashed is invalid."""
+    if type(key) is str or not isinstance(key, str):
+        return key
+    try:
+        hash(key)
+    except Exception:
+        return model.Invalid(f"key of type {type(key).__name__} that cannot be hashed")
+    return str.__str__(key)
+
+
 class ReferenceStore:
     """The executable reference of ``BlockObjectStore`` for either profile."""
 
@@ -47,6 +90,7 @@ class ReferenceStore:
                 f"(max_bytes={max_bytes!r}, object_nbytes={object_nbytes!r})",
             )
         self._state: State = created
+        self._running: str | None = None  # the call running, if any
 
     # The model state, for tests and drivers that compare whole states.
     @property
@@ -68,6 +112,7 @@ class ReferenceStore:
             raise binding.exception_for(outcome.kind, self._state.profile, message)
         return outcome.value
 
+    @_one_call_at_a_time
     def put(
         self,
         objects: Iterable[object],
@@ -75,8 +120,9 @@ class ReferenceStore:
         retain_keys: Iterable[str] = (),
         release_keys: Iterable[str] = (),
     ) -> None:
-        items = binding.as_items(objects)
-        retains, releases = binding.as_keys(retain_keys), binding.as_keys(release_keys)
+        items = tuple((_by_value(key), payload) for key, payload in binding.as_items(objects))
+        retains = tuple(map(_by_value, binding.as_keys(retain_keys)))
+        releases = tuple(map(_by_value, binding.as_keys(release_keys)))
         result = model.put(self._state, items, retains, releases)
         outcome = result[1]
         detail = self._put_detail(outcome.kind, items, retains, releases) if isinstance(outcome, Err) else ""
@@ -109,16 +155,18 @@ class ReferenceStore:
                     return f"{key!r} holds no reference"
         return ""
 
+    @_one_call_at_a_time
     def get_concatenated(self, keys: list[str]) -> bytes:
-        wanted = binding.as_keys(keys)
+        wanted = tuple(map(_by_value, binding.as_keys(keys)))
         value = self._apply(model.get_concatenated(self._state, wanted), self._missing_detail(wanted))
         assert isinstance(value, bytes)  # a successful read always has a value
         return value
 
+    @_one_call_at_a_time
     def read_into(self, keys: list[str], buffer: object) -> int:
         """Write the concatenated payloads of ``keys`` at the start of ``buffer``
         (any writable buffer); return the number of bytes written."""
-        wanted = binding.as_keys(keys)
+        wanted = tuple(map(_by_value, binding.as_keys(keys)))
         view = binding.as_buffer(buffer)
         nbytes = view if isinstance(view, model.Invalid) else view.nbytes
         result = model.read_into(self._state, wanted, nbytes)
@@ -136,10 +184,12 @@ class ReferenceStore:
         missing = [k for k in keys if isinstance(k, str) and k not in stored]
         return f"{missing[0]!r}" if missing else ""
 
+    @_one_call_at_a_time
     def flush(self) -> None:
         """Nothing is pending in a synchronous store; only a closed store fails."""
         self._apply(model.flush(self._state))
 
+    @_one_call_at_a_time
     def close(self) -> None:
         self._apply(model.close(self._state))
 
@@ -155,15 +205,18 @@ class ReferenceStore:
     ) -> None:
         self.close()
 
+    @_one_call_at_a_time
     def __len__(self) -> int:
         value = self._apply(model.length(self._state))
         assert isinstance(value, int)
         return value
 
+    @_one_call_at_a_time
     def __contains__(self, key: object) -> bool:
         """Whether ``key`` is stored; recency does not change."""
-        return bool(self._apply(model.contains(self._state, binding.as_key(key))))
+        return bool(self._apply(model.contains(self._state, _by_value(binding.as_key(key)))))
 
+    @_one_call_at_a_time
     def stats(self) -> StoreStats:
         value = self._apply(model.stats(self._state))
         assert isinstance(value, model.Stats)
