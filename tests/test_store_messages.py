@@ -35,3 +35,24 @@ def test_config_errors_keep_vllms_phrases(make: type[BlockObjectStore]) -> None:
         make(max_bytes=4, object_nbytes=0)
     with pytest.raises(ValueError, match="must fit at least one object"):
         make(max_bytes=3, object_nbytes=4)
+
+
+@pytest.mark.parametrize("make", STORES, ids=lambda make: make.__name__)
+def test_repr_shows_profile_capacity_stored_and_pinned(make: type[BlockObjectStore]) -> None:
+    store = make(max_bytes=12, object_nbytes=4)
+    store.put([BlockObject("a", b"aaaa"), BlockObject("b", b"bbbb")], retain_keys=["b", "z"])
+    text = repr(store)
+    assert text.startswith(f"{make.__name__}(profile='strict', capacity=3, object_nbytes=4")
+    assert "stored=2, pinned=1, referenced=2" in text
+    store.close()
+    assert repr(store).endswith("object_nbytes=4, closed)")
+
+
+def test_repr_of_a_broken_store_names_the_interrupted_call() -> None:
+    store = BlockObjectStore(max_bytes=4, object_nbytes=4)
+    store._gate = "put!"  # as a put whose completion failed leaves it
+    assert "broken by an interrupted put()" in repr(store)
+
+
+def test_repr_of_the_upstream_reference_names_its_profile() -> None:
+    assert "profile='upstream'" in repr(ReferenceStore(max_bytes=4, object_nbytes=4, profile="upstream"))

@@ -201,8 +201,16 @@ class BlockObjectStore:
         return self._capacity
 
     def __repr__(self) -> str:
-        state = "closed" if self._arena is None else f"stored={len(self._lru)}"
-        return f"BlockObjectStore(capacity={self._capacity}, object_nbytes={self._object_nbytes}, {state})"
+        """Profile, size and fill; never touches recency (usable at any time)."""
+        head = f"BlockObjectStore(profile='strict', capacity={self._capacity}, object_nbytes={self._object_nbytes}"
+        gate = self._gate
+        if gate is _CLOSED_GATE:
+            return f"{head}, closed)"
+        stored, unpinned = len(self._lru), len(self._evictable)
+        state = f"stored={stored}, pinned={stored - unpinned}, referenced={len(self._refs)}"
+        if gate is not None and gate.endswith("!") and self._running_call(2) is None:
+            state += f", broken by an interrupted {gate[:-1]}()"
+        return f"{head}, {state})"
 
     # ----------------------------------------------------------------- gate
 
@@ -228,10 +236,10 @@ class BlockObjectStore:
             )
         self._gate = None  # interrupted before or after its changes: the state is consistent
 
-    def _running_call(self) -> str | None:
+    def _running_call(self, depth: int = 3) -> str | None:
         """The name of a call of this store running further up the stack
         (the caller of the call that is checking, and its callers)."""
-        frame = sys._getframe(3)  # _running_call <- _blocked <- the checking call <- its caller
+        frame = sys._getframe(depth)  # _running_call <- _blocked <- the checking call <- its caller
         while frame is not None:
             name = _GATED_CODES.get(frame.f_code)
             if name is not None and frame.f_locals.get("self") is self:

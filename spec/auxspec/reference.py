@@ -101,6 +101,18 @@ class ReferenceStore:
     def object_nbytes(self) -> int:
         return self._state.object_nbytes
 
+    def __repr__(self) -> str:
+        state = self._state
+        head = (
+            f"ReferenceStore(profile={state.profile!r}, capacity={state.capacity}, "
+            f"object_nbytes={state.object_nbytes}"
+        )
+        if state.closed:
+            return f"{head}, closed)"
+        counts = dict(state.refs)
+        pinned = sum(key in counts for key, _ in state.entries)
+        return f"{head}, stored={len(state.entries)}, pinned={pinned}, referenced={len(counts)})"
+
     @property
     def capacity(self) -> int:
         return self._state.capacity
