@@ -7,6 +7,7 @@ it (or, if the callback swallows it, completes as if nothing happened).
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -126,18 +127,24 @@ def test_a_nested_call_is_refused_and_changes_nothing(outer_call: str, inner_cal
 
 
 @pytest.mark.timeout(60)
-def test_a_key_hash_calling_in_during_a_membership_test_is_refused() -> None:
+def test_a_key_hash_calling_put_during_a_membership_test_is_refused() -> None:
     store = BackgroundBlockObjectStore(BlockObjectStore(max_bytes=4 * N, object_nbytes=N), max_pending_batches=1)
     store.put([obj("a")])
+    nested: list[BaseException] = []
 
     class Key(str):
         def __hash__(self) -> int:
-            store.put([obj("x")])
+            try:
+                store.put([obj("x")])
+            except ReentrantCallError as error:
+                nested.append(error)
+                raise
             return str.__hash__(self)
 
-    with pytest.raises(TypeError) as raised:  # the inner store's key check, chained to the refusal
+    # What `in` answers for a key whose hash raised is the inner store's business.
+    with contextlib.suppress(TypeError, ReentrantCallError):
         Key("a") in store  # noqa: B015 - the membership test is the call under test
-    assert isinstance(raised.value.__cause__, ReentrantCallError)
+    assert len(nested) == 1
     assert "x" not in store and "a" in store
     store.close()
 

@@ -294,7 +294,7 @@ def _owner_call(method: Callable[..., _R]) -> Callable[..., _R]:
 
 
 def _running_name(frame: FrameType) -> str:
-    return "put" if frame.f_code.co_name == "_put" else frame.f_code.co_name
+    return frame.f_code.co_name
 
 
 
@@ -355,7 +355,7 @@ class BackgroundBlockObjectStore:
         this store's own calls is running on this thread's stack (a key,
         payload, iterable or signal handler calling back). A mark left by a
         call that an exception interrupted is stale: ignored."""
-        frame: FrameType | None = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(2)  # above the refused call's own frame
         while frame is not None:
             if frame.f_code in _OWNER_CODES and frame.f_locals.get("self") is self:
                 raise ReentrantCallError(
@@ -411,42 +411,38 @@ class BackgroundBlockObjectStore:
             self._refuse_reentry("put")
         try:
             shared.in_call = True
-            self._put(objects, retain_keys, release_keys)
+            items: list[Any] | tuple[Any, ...] | None
+            if type(objects) is list or type(objects) is tuple:
+                items = objects
+            elif isinstance(objects, _NOT_LISTS) or not isinstance(objects, Iterable):
+                items = None
+            else:
+                items = list(objects)
+            retains = _keys(retain_keys)
+            releases = _keys(release_keys)
+            if items is not None and not items and retains == () and releases == ():
+                return
+            if shared.stopping:
+                raise RuntimeError(_CLOSED)
+            # The one batch validator (auxstore._batch): by value, so nothing the
+            # caller holds or runs reaches the writer thread.
+            batch = check_batch(
+                objects if items is None else items,
+                retain_keys if retains is None else retains,
+                release_keys if releases is None else releases,
+                object_nbytes=self._object_nbytes,
+            )
+            queue = shared.queue
+            if shared.error is None and len(queue) >= shared.max_pending:
+                self._wait(shared, idle=False)
+            if shared.error is None:
+                queue.append(batch)  # the one step that queues it
+                if shared.writer_waits:
+                    shared.writer_wake.put(None)
+                return
+            self._raise_if_failed()
         finally:
             shared.in_call = False
-
-    def _put(self, objects: Iterable[Any], retain_keys: Iterable[str], release_keys: Iterable[str]) -> None:
-        items: list[Any] | tuple[Any, ...] | None
-        if type(objects) is list or type(objects) is tuple:
-            items = objects
-        elif isinstance(objects, _NOT_LISTS) or not isinstance(objects, Iterable):
-            items = None
-        else:
-            items = list(objects)
-        retains = _keys(retain_keys)
-        releases = _keys(release_keys)
-        if items is not None and not items and retains == () and releases == ():
-            return
-        shared = self._s
-        if shared.stopping:
-            raise RuntimeError(_CLOSED)
-        # The one batch validator (auxstore._batch): by value, so nothing the
-        # caller holds or runs reaches the writer thread.
-        batch = check_batch(
-            objects if items is None else items,
-            retain_keys if retains is None else retains,
-            release_keys if releases is None else releases,
-            object_nbytes=self._object_nbytes,
-        )
-        queue = shared.queue
-        if shared.error is None and len(queue) >= shared.max_pending:
-            self._wait(shared, idle=False)
-        if shared.error is None:
-            queue.append(batch)  # the one step that queues it
-            if shared.writer_waits:
-                shared.writer_wake.put(None)
-            return
-        self._raise_if_failed()
 
     # ------------------------------------------------------------- failures
 
@@ -543,4 +539,4 @@ class BackgroundBlockObjectStore:
         self.close()
 
 
-_OWNER_CODES.add(BackgroundBlockObjectStore._put.__code__)
+_OWNER_CODES.add(BackgroundBlockObjectStore.put.__code__)
