@@ -337,3 +337,11 @@ def test_a_dropped_store_in_a_cycle_stops_its_writer_once_collected() -> None:
     gc.collect()
     assert _wait_until(lambda: _writers() == before)
     assert inner.snapshot().closed
+
+
+@pytest.mark.parametrize("inner", [None, object(), "store", mock.Mock(spec=["put", "close"])])
+def test_something_that_is_not_a_store_is_refused_before_any_thread(inner: object) -> None:
+    threads = threading.active_count()
+    with pytest.raises(TypeError, match="store"):
+        BackgroundBlockObjectStore(inner, max_pending_batches=0)  # type: ignore[arg-type]  # the store is checked first
+    assert threading.active_count() == threads

@@ -314,6 +314,10 @@ class BackgroundBlockObjectStore:
     __slots__ = ("__weakref__", "_object_nbytes", "_s", "_thread")
 
     def __init__(self, store: _Inner, *, max_pending_batches: int) -> None:
+        # Duck-typed, as vLLM's is: a store is anything with these calls (the spec checks the inner store first).
+        for call in ("put", "get_concatenated", "close"):
+            if not callable(getattr(store, call, None)):
+                raise TypeError(f"store must be a block object store (with {call}()), not {type(store).__name__}")
         kind = type(max_pending_batches)
         if not issubclass(kind, int) or kind is bool:
             raise TypeError(f"max_pending_batches must be an int, not {kind.__name__}")
