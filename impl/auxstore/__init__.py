@@ -7,7 +7,7 @@ it was.
 
 from __future__ import annotations
 
-from auxstore._background import BackgroundBlockObjectStore
+from auxstore._background import BackgroundBlockObjectStore, WriterDiedError
 from auxstore._errors import (
     BlockObjectStoreError,
     BrokenStoreError,
@@ -32,4 +32,5 @@ __all__ = [
     "StoreSnapshot",
     "StoreStats",
     "UnreferencedKeyError",
+    "WriterDiedError",
 ]
