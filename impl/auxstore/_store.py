@@ -5,15 +5,20 @@ Layout
 Payloads live in an anonymous ``mmap`` arena cut into fixed slots. The arena
 grows by chunks as slots are first needed (the first chunk up to 64 MiB, each
 later one as big as all before it), so memory follows what is stored and any
-``max_bytes`` is accepted, as the spec does. A slot is addressed through a
-memoryview made once, when the slot is first used. A put that evicts hands
-each victim's slot to one of its own new keys: it evicts only as many stored
-keys as it inserts beyond capacity, so no slot is ever left free after a
-call, and the slots made are exactly the keys stored (at most ``capacity``).
+``max_bytes`` is accepted, as the spec does. A slot is a plain int (no view
+object per slot: that is most of what an object's bookkeeping cost). Slots
+0 .. ``_made - 1`` are exactly the slots in use, one per stored key. A put
+that evicts hands each victim's slot to one of its own new keys, in
+ascending slot order, and takes fresh slots after the last one: so keys
+written together sit in consecutive slots, and a batch that evicts an earlier
+batch takes over its run. A read finds the runs of consecutive slots among
+the keys it reads and copies each run with one slice (a prefix-cache hit,
+keys read in the order they were written, is one copy); scattered keys cost
+one view each.
 
 Three structures hold the bookkeeping:
 
-- ``_lru``: every stored key -> its slot view, in global recency order (least
+- ``_lru``: every stored key -> its slot number, in global recency order (least
   recent first). This is the order ``snapshot()`` reports.
 - ``_evictable``: the stored keys with no reference, in the same relative
   order (always a subsequence of ``_lru``).
@@ -60,7 +65,8 @@ import sys
 from bisect import bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from itertools import filterfalse, islice
+from itertools import accumulate, chain, compress, filterfalse, islice, pairwise, repeat
+from operator import add, mul, sub
 from types import CodeType, TracebackType
 from typing import NamedTuple, Protocol
 
@@ -136,17 +142,16 @@ class BlockObjectStore:
         "_capacity_failures",
         "_chunk_starts",
         "_chunks",
-        "_dst_slices",
         "_evictable",
         "_evictions",
         "_gate",
         "_hits",
         "_lru",
+        "_made",
         "_max_bytes",
         "_misses",
         "_object_nbytes",
         "_refs",
-        "_views",
     )
 
     def __init__(self, *, max_bytes: int, object_nbytes: int) -> None:
@@ -173,11 +178,10 @@ class BlockObjectStore:
         self._allocated = first.allocated  # slots the chunks hold
         self._arena: mmap.mmap | None = self._chunks[0]  # None once closed
         self._base = self._bases[0]
-        self._views: list[memoryview] = []  # slot i -> view of its bytes; len() = slots made = keys stored
-        self._lru: OrderedDict[str, memoryview] = OrderedDict()
+        self._made = 0  # slots 0.._made-1 are in use: one per stored key
+        self._lru: OrderedDict[str, int] = OrderedDict()  # key -> slot number
         self._evictable: OrderedDict[str, None] = OrderedDict()
         self._refs: dict[str, int] = {}
-        self._dst_slices: list[slice] = []  # read_into's target ranges, grown on demand
         self._hits = self._misses = self._evictions = self._capacity_failures = 0
         # None: open and idle. Otherwise the call running ("put"), the call
         # changing the store ("put!": if no such call is running, it was
@@ -295,13 +299,18 @@ class BlockObjectStore:
         victims = self._select_victims(excess, batch, changed, terminal) if excess > 0 else []
         gone = set(victims) if victims and terminal else ()  # only a terminal key named by the put can be a victim
         new_keys = [key for key in batch if key not in lru and key not in gone]
-        slots = [lru[key] for key in victims if key in lru]
-        first_new_slot = len(self._views)
-        made: list[memoryview] = []
+        # Freed slots in ascending order, then fresh ones: a batch that evicts
+        # an earlier batch takes over its run of slots, so keys written
+        # together stay contiguous and a read of them is one copy.
+        slots = sorted([lru[key] for key in victims if key in lru]) if victims else []
+        made = self._made
         growth = None
         if len(new_keys) > len(slots):
-            made, growth = self._make_slots(first_new_slot, len(new_keys) - len(slots))
-            slots += made
+            end = made + len(new_keys) - len(slots)
+            if end > self._allocated:
+                growth = _Growth.plan(self._allocated, end, self._capacity, self._object_nbytes, len(self._chunks))
+            slots += range(made, end)
+            made = end
         plan = _PutPlan(
             batch,
             changed,
@@ -311,7 +320,6 @@ class BlockObjectStore:
             victims,
             gone,
             dict(zip(new_keys, slots, strict=True)),  # evicting frees no more slots than new keys take
-            first_new_slot,
             made,
             growth,
             self._evictions + len(victims),
@@ -348,19 +356,23 @@ class BlockObjectStore:
             evictable.pop(key, None)
         if plan.growth is not None:
             self._grow(plan.growth)
-        self._views[plan.first_new_slot :] = plan.made
         for key in plan.victims:
             lru.pop(key, None)  # absent for a new batch key evicted by its own put
             evictable.pop(key, None)
         slot_of, dropped = plan.slot_of, plan.dropped
+        nbytes = self._object_nbytes
+        base = self._base if len(self._chunks) == 1 else None
         for key, payload in plan.batch.items():
             if key in slot_of:
-                view = slot_of[key]
-                view[:] = payload
+                slot = slot_of[key]
+                if base is not None:
+                    base[slot * nbytes : (slot + 1) * nbytes] = payload
+                else:
+                    self._slot_view(slot)[:] = payload
                 if key in lru:
                     lru.move_to_end(key)
                 else:
-                    lru[key] = view
+                    lru[key] = slot
                 if key not in refs:
                     evictable[key] = None
                     evictable.move_to_end(key)
@@ -371,6 +383,7 @@ class BlockObjectStore:
         for key in plan.terminal:
             lru.move_to_end(key)
             evictable.move_to_end(key)
+        self._made = plan.made
         self._evictions = plan.evictions
 
     def _select_victims(
@@ -401,26 +414,46 @@ class BlockObjectStore:
             )
         return victims
 
-    def _make_slots(self, first: int, count: int) -> tuple[list[memoryview], _Growth | None]:
-        """Views of the ``count`` slots from slot ``first`` on (the next unused
-        ones), and the chunks to add to hold them (None if none); changes
-        nothing (MemoryError if a chunk cannot be mapped)."""
-        end = first + count
+    def _slot_view(self, slot: int) -> memoryview:
+        """A view of one slot's bytes, in whichever chunk holds it."""
+        k = bisect_right(self._chunk_starts, slot) - 1
+        offset = (slot - self._chunk_starts[k]) * self._object_nbytes
+        return self._bases[k][offset : offset + self._object_nbytes]
+
+    def _parts(self, slots: list[int]) -> list[memoryview]:
+        """Views covering ``slots`` in order, one per run of consecutive slots
+        (keys written together are read with one copy). The run boundaries
+        are found at C speed; Python works once per run."""
+        count = len(slots)
+        if not count:
+            return []
         nbytes = self._object_nbytes
-        growth = None
+        first, last = slots[0], slots[-1]
+        one_chunk = len(self._chunks) == 1
+        if last - first == count - 1 and one_chunk and slots == list(range(first, last + 1)):
+            return [self._base[first * nbytes : (last + 1) * nbytes]]  # a prefix hit: one run
+        if count == 1:
+            bounds = [0, 1]
+        else:
+            steps = list(map(sub, islice(slots, 1, None), slots))
+            if one_chunk and steps.count(1) * 4 < count:  # scattered: one view per key, at C speed
+                starts = list(map(mul, slots, repeat(nbytes)))
+                return list(map(self._base.__getitem__, map(slice, starts, map(add, starts, repeat(nbytes)))))
+            bounds = [0, *compress(range(1, count), map((1).__ne__, steps)), count]
+        if one_chunk:
+            base = self._base
+            return [base[slots[a] * nbytes : (slots[b - 1] + 1) * nbytes] for a, b in pairwise(bounds)]
+        parts = []
         starts, bases = self._chunk_starts, self._bases
-        if end > self._allocated:
-            growth = _Growth.plan(self._allocated, end, self._capacity, nbytes, len(self._chunks))
-            starts = starts + list(growth.starts)
-            bases = bases + list(growth.bases)
-        k = bisect_right(starts, first) - 1
-        views = []
-        for slot in range(first, end):
-            if k + 1 < len(starts) and starts[k + 1] <= slot:
-                k += 1
-            offset = (slot - starts[k]) * nbytes
-            views.append(bases[k][offset : offset + nbytes])
-        return views, growth
+        ends = [*starts[1:], self._allocated]
+        for a, b in pairwise(bounds):
+            first, last = slots[a], slots[b - 1]
+            while first <= last:  # a run may span chunks
+                k = bisect_right(starts, first) - 1
+                stop = min(last + 1, ends[k])
+                parts.append(bases[k][(first - starts[k]) * nbytes : (stop - starts[k]) * nbytes])
+                first = stop
+        return parts
 
     def _grow(self, growth: _Growth) -> None:
         """Add the planned chunks; idempotent."""
@@ -430,13 +463,13 @@ class BlockObjectStore:
         self._chunk_starts[at:] = growth.starts
         self._allocated = growth.allocated
 
-    def _new_slot(self) -> memoryview:
-        """Make the next slot (for tests that build odd states)."""
-        (view,), growth = self._make_slots(len(self._views), 1)
-        if growth is not None:
-            self._grow(growth)
-        self._views.append(view)
-        return view
+    def _new_slot(self) -> int:
+        """Put the next slot in use (for tests that build odd states)."""
+        slot = self._made
+        if slot >= self._allocated:
+            self._grow(_Growth.plan(self._allocated, slot + 1, self._capacity, self._object_nbytes, len(self._chunks)))
+        self._made = slot + 1
+        return slot
 
     # ---------------------------------------------------------------- reads
 
@@ -447,12 +480,12 @@ class BlockObjectStore:
         self._gate = "get_concatenated"
         try:
             keys = read_keys(keys)
-            lru = self._lru
             try:
-                data = b"".join(map(lru.__getitem__, keys))
+                slots = list(map(self._lru.__getitem__, keys))
             except KeyError:
                 self._misses += 1
                 raise MissingKeyError(self._missing_message(keys)) from None
+            data = b"".join(self._parts(slots))
             self._touch(keys, "get_concatenated")
             return data
         finally:
@@ -476,9 +509,9 @@ class BlockObjectStore:
                 self._gate = None
 
     def _read_into_any(self, keys: list[str], buffer: object) -> int:
-        nbytes = self._object_nbytes
-        if type(buffer) is bytearray and nbytes < _COPY_EACH_MIN:
-            return self._read_into(keys, buffer, len(buffer))  # the common case needs no memoryview
+        if type(buffer) is bytearray:
+            with memoryview(buffer) as view:  # a bytearray slice assignment would copy a view's bytes first
+                return self._read_into(keys, view)
         try:
             view = memoryview(buffer)  # type: ignore[arg-type]
         except TypeError:
@@ -489,37 +522,31 @@ class BlockObjectStore:
             if not view.c_contiguous:
                 raise TypeError("buffer is not C-contiguous")
             if view.ndim == 1 and view.format == "B":
-                return self._read_into(keys, view, view.nbytes)
+                return self._read_into(keys, view)
             with view.cast("B") as flat:
-                return self._read_into(keys, flat, flat.nbytes)
+                return self._read_into(keys, flat)
 
-    def _read_into(self, keys: list[str], target: bytearray | memoryview, size: int) -> int:
-        lru = self._lru
+    def _read_into(self, keys: list[str], target: memoryview) -> int:
         nbytes = self._object_nbytes
         total = nbytes * len(keys)
         try:
-            if nbytes < _COPY_EACH_MIN:
-                # One C-level join, then one copy: cheaper than a call per
-                # small object, even though it copies twice.
-                data = b"".join(map(lru.__getitem__, keys))
-            else:
-                sources = list(map(lru.__getitem__, keys))
+            slots = list(map(self._lru.__getitem__, keys))
         except KeyError:
             self._misses += 1
             raise MissingKeyError(self._missing_message(keys)) from None
+        size = target.nbytes
         if total > size:
             raise ValueError(
                 f"buffer of {size} bytes is too small for {len(keys)} objects of {nbytes} bytes ({total} bytes)"
             )
-        if nbytes < _COPY_EACH_MIN:
-            target[:total] = data
+        parts = self._parts(slots)
+        if len(parts) * _COPY_EACH_MIN > total:
+            # Many small runs: one C-level join, then one copy, is cheaper
+            # than a call per run, even though it copies twice.
+            target[:total] = b"".join(parts)
         else:
-            # target is a memoryview here: bytearray slice assignment copies a
-            # memoryview source into a temporary first.
-            ranges = self._dst_slices
-            if len(ranges) < len(keys):
-                ranges.extend(slice(i * nbytes, (i + 1) * nbytes) for i in range(len(ranges), len(keys)))
-            _consume(map(target.__setitem__, ranges, sources))
+            ends = list(accumulate(map(len, parts)))
+            _consume(map(target.__setitem__, map(slice, chain((0,), ends), ends), parts))
         self._touch(keys, "read_into")
         return total
 
@@ -597,7 +624,7 @@ class BlockObjectStore:
         """Everything observable, without touching recency (also after close,
         and on a broken store, where it shows what is left)."""
         return StoreSnapshot(
-            entries=tuple((key, view.tobytes()) for key, view in self._lru.items()),
+            entries=tuple((key, self._slot_view(slot).tobytes()) for key, slot in self._lru.items()),
             references=tuple(sorted(self._refs.items())),
             closed=self._arena is None,
         )
@@ -605,44 +632,36 @@ class BlockObjectStore:
     def check_invariants(self) -> None:
         """Raise InvariantError describing the first inconsistency in the
         bookkeeping (usable after close as well)."""
-        lru, evictable, refs, views = self._lru, self._evictable, self._refs, self._views
+        lru, evictable, refs, made = self._lru, self._evictable, self._refs, self._made
         if self._arena is None:
-            if lru or evictable or refs or views:
+            if lru or evictable or refs or made:
                 raise InvariantError("a closed store still holds keys, references or slots")
             return
         capacity, nbytes = self._capacity, self._object_nbytes
         if capacity != self._max_bytes // nbytes:
             raise InvariantError(f"capacity {capacity} is not max_bytes // object_nbytes")
-        if len(views) > capacity:
-            raise InvariantError(f"{len(views)} slots allocated > capacity {capacity}")
+        if made > capacity:
+            raise InvariantError(f"{made} slots allocated > capacity {capacity}")
         starts, chunks = self._chunk_starts, self._chunks
         ends = [*starts[1:], self._allocated]
         if starts[0] != 0 or self._arena is not chunks[0] or not len(starts) == len(chunks) == len(self._bases):
             raise InvariantError("the chunk table is inconsistent")
-        for start, end, chunk in zip(starts, ends, chunks, strict=True):
-            if end <= start or len(chunk) != (end - start) * nbytes:
+        for start, end, chunk, base in zip(starts, ends, chunks, self._bases, strict=True):
+            if end <= start or len(chunk) != (end - start) * nbytes or base.obj is not chunk:
                 raise InvariantError(f"the chunk of slots {start}..{end} is {len(chunk)} bytes")
-        if self._allocated > capacity or len(views) > self._allocated:
-            raise InvariantError(f"{self._allocated} slots mapped for {len(views)} made, capacity {capacity}")
-        slot_of = {id(view): slot for slot, view in enumerate(views)}
-        k = 0
-        for slot, view in enumerate(views):
-            while ends[k] <= slot:
-                k += 1
-            if view.nbytes != nbytes or view.obj is not chunks[k]:
-                raise InvariantError(f"slot {slot} is not an {nbytes}-byte view of its chunk of the arena")
+        if self._allocated > capacity or made > self._allocated:
+            raise InvariantError(f"{self._allocated} slots mapped for {made} made, capacity {capacity}")
         owner: dict[int, str] = {}
-        for key, view in lru.items():
+        for key, slot in lru.items():
             if type(key) is not str:
                 raise InvariantError(f"stored key {key!r} is not a str")
-            used = slot_of.get(id(view))
-            if used is None:
-                raise InvariantError(f"key {key!r} holds a view that is not an allocated slot")
-            if used in owner:
-                raise InvariantError(f"keys {owner[used]!r} and {key!r} share slot {used}")
-            owner[used] = key
-        if len(owner) != len(views):
-            raise InvariantError(f"{len(views) - len(owner)} of {len(views)} allocated slots hold no key")
+            if type(slot) is not int or not 0 <= slot < made:
+                raise InvariantError(f"key {key!r} holds {slot!r}, which is not an allocated slot")
+            if slot in owner:
+                raise InvariantError(f"keys {owner[slot]!r} and {key!r} share slot {slot}")
+            owner[slot] = key
+        if len(owner) != made:
+            raise InvariantError(f"{made - len(owner)} of {made} allocated slots hold no key")
         for key, count in refs.items():
             if type(key) is not str or type(count) is not int or count < 1:
                 raise InvariantError(f"reference count {count!r} of {key!r} is not a positive int")
@@ -680,10 +699,8 @@ class BlockObjectStore:
         self._lru.clear()
         self._evictable.clear()
         self._refs.clear()
+        self._made = 0
         # Release every view first: mmap.close() fails while one is exported.
-        for view in self._views:
-            view.release()
-        self._views.clear()
         for base in self._bases:
             base.release()
         for chunk in self._chunks:
@@ -722,10 +739,9 @@ class _PutPlan(NamedTuple):
     terminal: list[str]  # stored terminal keys that are not victims, in terminal order
     victims: list[str]
     dropped: set[str] | tuple[()]  # victims (among them batch keys evicted by their own put)
-    slot_of: dict[str, memoryview]  # new key -> its slot
-    first_new_slot: int
-    made: list[memoryview]  # new slots, numbered from first_new_slot
-    growth: _Growth | None  # chunks to add for them
+    slot_of: dict[str, int]  # new key -> its slot
+    made: int  # slots in use after the put
+    growth: _Growth | None  # chunks to add for new slots
     evictions: int
 
 
