@@ -50,8 +50,10 @@ PINNED = tuple(f"put {round(p * 100)}% pinned" for p in PIN_FRACTIONS)
 GET = "get_concatenated 5,000"
 READ_VS_GET = "read_into vs vLLM get_concat"
 READ_VS_MEMCPY = "read_into vs memcpy (*)"
+PREFIX_GET = "prefix-hit get_concatenated"
+PREFIX_READ = "prefix-hit read_into vs memcpy"
 METADATA = "metadata bytes/object"
-SCENARIOS = (STEADY, *PINNED, GET, READ_VS_GET, READ_VS_MEMCPY, METADATA)
+SCENARIOS = (STEADY, *PINNED, GET, READ_VS_GET, READ_VS_MEMCPY, PREFIX_GET, PREFIX_READ, METADATA)
 
 
 class Store(Protocol):
@@ -373,6 +375,64 @@ def bench_reads(aux: Impl, vllm: Impl, cfg: Config) -> tuple[list[Row], dict[str
     return rows, {"object_copies_ms": med["object_copies"], "memcpy_ms": med["memcpy"]}
 
 
+def bench_prefix_reads(aux: Impl, vllm: Impl, cfg: Config) -> list[Row]:
+    """A prefix-cache hit: READ_KEYS keys read in the order and batches they
+    were written (vLLM's common read). get_concatenated on both sides, and
+    auxstore's read_into against one memcpy of the same bytes."""
+    first = 7 * BATCH
+    keys = [key(i) for i in range(first, first + READ_KEYS)]
+    expected = b"".join(payload(i) for i in range(first, first + READ_KEYS))
+    aux_store, vllm_store = fill(aux), fill(vllm)
+    read_buffer = bytearray(len(expected))
+    copy_view = memoryview(bytearray(len(expected)))
+    read_into = aux_store.read_into  # type: ignore[attr-defined]
+    if aux_store.get_concatenated(keys) != expected or vllm_store.get_concatenated(keys) != expected:
+        raise SystemExit("prefix-hit get_concatenated returned the wrong bytes")
+    if read_into(keys, read_buffer) != len(expected) or read_buffer != expected:
+        raise SystemExit("prefix-hit read_into wrote the wrong bytes")
+
+    def memcpy() -> None:
+        copy_view[:] = expected
+
+    def aux_get() -> None:
+        aux_store.get_concatenated(keys)
+
+    def vllm_get() -> None:
+        vllm_store.get_concatenated(keys)
+
+    def aux_read_into() -> None:
+        read_into(keys, read_buffer)
+
+    runs: dict[str, Callable[[], None]] = {
+        "aux_get": aux_get,
+        "vllm_get": vllm_get,
+        "aux_read_into": aux_read_into,
+        "memcpy": memcpy,
+    }
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    try:
+        for r in range(cfg.repeat):
+            for name in alternating(list(runs), r):
+                samples[name].append(timed(runs[name]) / 1e6)
+    finally:
+        copy_view.release()
+        aux_store.close()
+        vllm_store.close()
+    med = {name: statistics.median(values) for name, values in samples.items()}
+    return [
+        Row(PREFIX_GET, "ms/call", med["aux_get"], med["vllm_get"], 1.2, samples["aux_get"], samples["vllm_get"]),
+        Row(
+            PREFIX_READ,
+            "ms/call",
+            med["aux_read_into"],
+            med["memcpy"],
+            0.8,
+            samples["aux_read_into"],
+            samples["memcpy"],
+        ),
+    ]
+
+
 def _fresh_batches(impl: Impl) -> Iterator[list[object]]:
     # Keys are made here, under tracing, because the store keeps them alive:
     # they are part of what each stored object costs.
@@ -473,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(bench_puts(name, aux, vllm, cfg, round(fraction * NUM_SLOTS), cfg.pinned_batches, target))
     read_rows, floor = bench_reads(aux, vllm, cfg)
     rows.extend(read_rows)
+    rows.extend(bench_prefix_reads(aux, vllm, cfg))
     meta_row, fixed = bench_metadata(aux, vllm)
     rows.append(meta_row)
     elapsed = time.perf_counter() - started

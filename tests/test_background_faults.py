@@ -9,14 +9,25 @@ inner store, and no thread outlives close.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from auxspec.drivers import gated
 from auxspec.engine import ops as alphabet
 from auxspec.generators import background as scen
-from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore, BlockObjectStoreError, CapacityError
+from auxstore import (
+    BackgroundBlockObjectStore,
+    BlockObject,
+    BlockObjectStore,
+    BlockObjectStoreError,
+    CapacityError,
+    _background,
+)
+from auxstore._background import WriterDiedError
+from auxstore._batch import check_batch
 
 N = 4  # object_nbytes
 
@@ -158,3 +169,65 @@ def test_vllm_latches_the_same_faults() -> None:
             scenario = scen.Scenario("upstream", 4, 2, 2, ops, faults=((index, fault),))
             report = gated.run_scenario(target, scenario)
             assert report.inner_calls == index + 1  # stopped at the fault
+
+
+
+class _BrokenQueue(deque):  # type: ignore[type-arg]
+    """A queue whose pop fails: a fault in the writer's own loop, not in the inner store."""
+
+    def popleft(self) -> Any:
+        raise Custom("injected into the writer's loop")
+
+
+@pytest.mark.timeout(30)
+def test_a_writer_whose_own_loop_fails_is_latched_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    threads = threading.active_count()
+    monkeypatch.setattr(_background, "deque", _BrokenQueue)
+    inner = BlockObjectStore(max_bytes=4 * N, object_nbytes=N)
+    store = BackgroundBlockObjectStore(inner, max_pending_batches=1)
+    store.put([obj("a")])  # the writer dies taking it
+    with pytest.raises(BlockObjectStoreError) as raised:
+        store.flush()
+    cause = raised.value.__cause__
+    assert isinstance(cause, Custom)
+    _assert_latched(lambda: store.put([obj("b")]), cause)  # the queue is full of a dead writer's work
+    _assert_latched(store.close, cause)
+    assert inner.snapshot().closed  # closed, not half-closed
+    store.close()
+    assert threading.active_count() == threads
+
+
+@pytest.mark.timeout(30)
+def test_a_wake_up_lost_between_queueing_and_notifying_is_repaired(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The writer's own periodic re-check is pushed out of reach, so only the
+    # owner's repair can wake it.
+    monkeypatch.setattr(_background, "_WRITER_POLL", 3600.0)
+    inner = BlockObjectStore(max_bytes=4 * N, object_nbytes=N)
+    store = BackgroundBlockObjectStore(inner, max_pending_batches=2)
+    shared = store._s
+    for _ in range(1000):  # until the writer sleeps
+        if shared.writer_waits:
+            break
+        threading.Event().wait(0.005)
+    assert shared.writer_waits
+    # What a put interrupted after its append and before its wake-up leaves.
+    shared.queue.append(check_batch([obj("a", 9)], object_nbytes=N))
+    store.flush()  # must wake the writer, not wait for it forever
+    assert store.get_concatenated(["a"]) == b"\x09" * N
+    store.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_writer_that_vanished_without_a_word_is_latched(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The writer's body ends at once, before its last-resort handler can run
+    # (as an exception at its first line would): nothing is latched by it.
+    monkeypatch.setattr(_background, "_write", lambda shared: None)
+    inner = BlockObjectStore(max_bytes=4 * N, object_nbytes=N)
+    store = BackgroundBlockObjectStore(inner, max_pending_batches=1)
+    store.put([obj("a")])  # fills the queue: nobody takes it
+    with pytest.raises(BlockObjectStoreError) as raised:
+        store.put([obj("b")])  # must not wait forever for room
+    assert isinstance(raised.value.__cause__, WriterDiedError)
+    with pytest.raises(BlockObjectStoreError):
+        store.close()
+    assert inner.snapshot().closed

@@ -58,19 +58,20 @@ class ReadsDoNotWait(BackgroundBlockObjectStore):
     """Reads go straight to the inner store, ignoring the queue."""
 
     def get_concatenated(self, keys: list[str]) -> bytes:
-        if self._stopping:
+        if self._s.stopping:
             raise RuntimeError("closed")
         self._raise_if_failed()
-        return self._store.get_concatenated(keys)
+        joined: bytes = self._s.store.get_concatenated(keys)
+        return joined
 
 
 class FailureNotSticky(BackgroundBlockObjectStore):
     """A failure is reported once, then forgotten."""
 
     def _raise_if_failed(self) -> None:
-        error = self._error
+        error = self._s.error
         if error is not None:
-            self._error = None
+            self._s.error = None
             raise BlockObjectStoreError("failed") from error
 
 
@@ -78,8 +79,7 @@ class CloseDropsQueued(BackgroundBlockObjectStore):
     """close() throws away the batches still waiting."""
 
     def close(self) -> None:
-        with self._lock:
-            self._queue.clear()
+        self._s.queue.clear()
         super().close()
 
 

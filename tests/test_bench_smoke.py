@@ -26,6 +26,8 @@ SCENARIOS = (
     "get_concatenated 5,000",
     "read_into vs vLLM get_concat",
     "read_into vs memcpy (*)",
+    "prefix-hit get_concatenated",
+    "prefix-hit read_into vs memcpy",
     "metadata bytes/object",
 )
 

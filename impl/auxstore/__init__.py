@@ -7,11 +7,13 @@ it was.
 
 from __future__ import annotations
 
-from auxstore._background import BackgroundBlockObjectStore
+from auxstore._background import BackgroundBlockObjectStore, WriterDiedError
 from auxstore._errors import (
     BlockObjectStoreError,
+    BrokenStoreError,
     CapacityError,
     MissingKeyError,
+    ReentrantCallError,
     UnreferencedKeyError,
 )
 from auxstore._store import BlockObjectStore, InvariantError
@@ -22,10 +24,13 @@ __all__ = [
     "BlockObject",
     "BlockObjectStore",
     "BlockObjectStoreError",
+    "BrokenStoreError",
     "CapacityError",
     "InvariantError",
     "MissingKeyError",
+    "ReentrantCallError",
     "StoreSnapshot",
     "StoreStats",
     "UnreferencedKeyError",
+    "WriterDiedError",
 ]

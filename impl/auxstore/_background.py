@@ -3,66 +3,249 @@
 Protocol (the spec is ``auxspec.background``)
 ---------------------------------------------
 One owner thread calls the store; one daemon writer thread applies the
-queued batches to the inner store, oldest first. Everything shared lives
-under one lock:
+queued batches to the inner store, oldest first. The shared state is a
+``_Shared`` object (never the store itself, so a dropped store can be
+collected and its writer told to stop):
 
-- ``_queue``: the batches not yet taken by the writer. ``put`` waits while it
+- ``queue``: the batches not yet taken by the writer. ``put`` waits while it
   holds ``max_pending_batches`` of them, so at most ``max_pending_batches + 1``
-  batches are outstanding, counting the one the writer is applying.
-- ``_busy``: the writer is applying a batch it took.
-- ``_error``: the first exception the inner store raised (any
-  ``BaseException``). Once set it never changes; the writer drops everything
-  queued and every later owner call but an all-empty put raises
-  ``BlockObjectStoreError`` from it (``close`` once).
+  batches are outstanding, counting the one the writer is applying. Only the
+  owner appends, only the writer pops.
+- ``busy``: the writer is applying a batch it took (set before it pops).
+- ``error``: the first failure (any ``BaseException`` the inner store raised,
+  or whatever ended the writer's own loop). Once set it never changes; the
+  writer drops everything queued and every later owner call but an all-empty
+  put raises ``BlockObjectStoreError`` from it (``close`` once).
 
-The writer catches everything the inner store raises, so it only ends when
-``close`` tells it to; the owner's waits need no escape for a dead writer.
+There is no lock. Every shared field is one attribute or one ``deque``, each
+read or written by one atomic operation under the GIL, and each side wakes
+the other through a ``SimpleQueue`` of tokens (C code, interruptible), so an
+exception at any point of either thread (a ``KeyboardInterrupt`` on the
+owner, a failure of the writer's own loop) cannot leave a lock held or a
+structure half-changed: a batch is queued by one ``append``, so exactly once
+or not at all. A side that is about to sleep first sets its ``*_waits`` flag,
+then checks its condition; the other side first changes the state, then
+reads the flag; so a wake-up cannot be lost between them.
+
+No hang: every owner wait is a bounded ``get`` in a loop that also checks
+that the writer thread is alive (a writer that died without latching its
+failure is latched by the owner) and wakes the writer if a batch is queued
+and it sleeps (a wake-up lost to an interrupted ``put``). The writer's waits
+are bounded too, and it ends by itself when its store was dropped.
 
 The owner validates and snapshots each batch before queueing it, so bad
 input raises at the call with nothing queued and nothing latched, and a
-caller that changes its list or buffers afterwards cannot change what is
-stored. Reads, ``flush``, ``len``, ``in`` and ``stats`` first wait until the
-writer is idle (read-your-writes), then use the inner store on the owner
-thread; the writer never touches it while idle.
+caller that changes its list, buffers or objects afterwards cannot change
+what is stored. Reads, ``flush``, ``len``, ``in`` and ``stats`` first wait
+until the writer is idle (read-your-writes), then use the inner store on the
+owner thread; the writer never touches it while idle.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import sys
 import threading
+import weakref
 from collections import deque
-from collections.abc import Iterable
-from types import TracebackType
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable
+from queue import Empty, SimpleQueue
+from types import CodeType, FrameType, TracebackType
+from typing import Any, NamedTuple, Protocol, TypeVar
 
-from auxstore._errors import BlockObjectStoreError
-from auxstore._types import BlockObject, StoreStats
+from auxstore._batch import Batch, check_batch
+from auxstore._errors import BlockObjectStoreError, ReentrantCallError
+from auxstore._types import StoreStats
 
-__all__ = ["BackgroundBlockObjectStore"]
+__all__ = ["BackgroundBlockObjectStore", "WriterDiedError"]
 
 _CLOSED = "auxiliary output store is closed"
 _NOT_LISTS = (str, bytes, bytearray)
+# Backstops only: every wake-up is also signalled. The owner re-checks the
+# writer's life this often while it waits; the writer re-checks for work and
+# for its store having been dropped.
+_OWNER_POLL = 0.05
+_WRITER_POLL = 1.0
 
-_Batch = tuple[list[Any], tuple[str, ...], tuple[str, ...]]
+
+
+class WriterDiedError(BlockObjectStoreError):
+    """The writer thread ended without reporting why (the cause of a latched
+    failure when nothing better is known)."""
 
 
 class _Inner(Protocol):
-    """What the background store needs from the store it wraps."""
-
-    @property
-    def object_nbytes(self) -> int: ...
+    """What the background store needs from the store it wraps (duck-typed:
+    ``object_nbytes`` is optional, read only to check payload sizes early)."""
 
     def put(self, objects: list[Any], *, retain_keys: Iterable[str] = (), release_keys: Iterable[str] = ()) -> None: ...
 
     def get_concatenated(self, keys: list[str]) -> bytes: ...
 
-    def read_into(self, keys: list[str], buffer: Any) -> int: ...
-
     def close(self) -> None: ...
 
 
+class _Shared:
+    """Everything the owner and the writer share."""
+
+    __slots__ = (
+        "busy",
+        "closed",
+        "dropped",
+        "error",
+        "in_call",
+        "inner_closed",
+        "max_pending",
+        "orphan_claim",
+        "owner",
+        "owner_waits",
+        "owner_wake",
+        "queue",
+        "reported",
+        "stopping",
+        "store",
+        "writer_done",
+        "writer_waits",
+        "writer_wake",
+    )
+
+    def __init__(self, store: Any, max_pending: int) -> None:
+        self.store = store
+        self.max_pending = max_pending
+        self.owner_wake: SimpleQueue[None] = SimpleQueue()  # room, idle, a failure, or the writer ended
+        self.writer_wake: SimpleQueue[None] = SimpleQueue()  # a batch was queued, or stop
+        self.owner_waits = False  # the writer wakes the owner only when it waits
+        self.writer_waits = False  # the owner wakes the writer only when it waits
+        self.queue: deque[Batch] = deque()
+        self.busy = False
+        self.stopping = False  # close() began or the store was dropped: the writer ends when idle
+        self.dropped = False  # the store became garbage: the inner store is closed for it
+        self.closed = False  # close() finished: closing again does nothing
+        self.inner_closed = False
+        self.reported = False  # close() raised the latched failure
+        self.writer_done = False
+        self.orphan_claim = [None]  # popped (atomically) by whoever closes a dropped store's inner store
+        self.error: BaseException | None = None
+        self.in_call = False  # an owner call runs (a hint: the stack says which, see _refuse_reentry)
+        self.owner: weakref.ref[Any] | None = None  # the store, weakly: a backstop for its finalizer
+
+    def latch(self, error: BaseException) -> None:
+        """Record the first failure, skip what is queued, wake the owner."""
+        if self.error is None:
+            self.error = error
+        self.queue.clear()
+        self.busy = False
+        if self.owner_waits:
+            self.owner_wake.put(None)
+
+    def close_inner(self) -> None:
+        """Close the inner store once; a close that raised is retried next time."""
+        if not self.inner_closed:
+            # One line, so no line event (a traced interruption) falls between
+            # the close and its record: an interrupted close is retried, a
+            # finished one is not repeated.
+            self.inner_closed = self.store.close() or True
+
+
+# ---------------------------------------------------------------- the writer
+
+
+def _write(shared: _Shared) -> None:
+    """The writer thread's body. It holds no reference to the store object."""
+    try:
+        _write_loop(shared)
+    except BaseException as death:  # the loop itself failed: latch it, so no owner waits for a dead writer
+        shared.latch(death)
+    finally:
+        shared.writer_done = True
+        if shared.owner_waits:
+            shared.owner_wake.put(None)
+        if shared.dropped:
+            _close_orphan(shared)
+
+
+def _write_loop(shared: _Shared) -> None:
+    queue, store, wake = shared.queue, shared.store, shared.writer_wake
+    failure: BaseException | None = None
+    while True:
+        if failure is not None:
+            shared.latch(failure)
+            failure = None
+        elif shared.error is not None:
+            queue.clear()  # put after a failure it had not seen yet: skipped
+        if not queue:
+            shared.busy = False
+            if shared.owner_waits:
+                shared.owner_wake.put(None)  # idle
+            # Set before the check, so an owner that appends after it sees the flag.
+            shared.writer_waits = True
+            while not queue and not shared.stopping:
+                try:
+                    wake.get(timeout=_WRITER_POLL)
+                except Empty:
+                    if _orphaned(shared):  # the finalizer did not run (or was interrupted)
+                        shared.dropped = shared.stopping = True
+            shared.writer_waits = False
+            if not queue:
+                return  # stopping, and everything queued is done
+        shared.busy = True  # before the pop: the owner never sees an empty queue and an idle writer early
+        objects, retains, releases = queue.popleft()
+        if shared.owner_waits:
+            shared.owner_wake.put(None)  # a slot is free
+        try:
+            store.put(list(map(_new_entry, objects.items())), retain_keys=retains, release_keys=releases)
+        except BaseException as error:  # latched, whatever it is: the owner re-raises it
+            failure = error
+
+
+def _orphaned(shared: _Shared) -> bool:
+    owner = shared.owner
+    return owner is not None and owner() is None
+
+
+def _close_orphan(shared: _Shared) -> None:
+    """Close a dropped store's inner store, once (the writer and the
+    finalizer may both get here); no one is left to report a failure to."""
+    try:
+        shared.orphan_claim.pop()
+    except IndexError:
+        return
+    with contextlib.suppress(Exception):  # nobody to tell: the store was dropped
+        shared.close_inner()
+
+
+def _dropped(shared: _Shared, writer: threading.Thread) -> None:
+    """``weakref.finalize`` callback: the store became garbage without close().
+    The writer applies what is queued, closes the inner store and ends."""
+    shared.dropped = True
+    shared.stopping = True
+    shared.writer_wake.put(None)
+    if shared.writer_done or not writer.is_alive():  # it already ended (or never ran): close here
+        if shared.error is None and (shared.queue or shared.busy):
+            shared.latch(WriterDiedError("the background writer thread ended with batches not applied"))
+        _close_orphan(shared)
+
+
+# ------------------------------------------------------------ the snapshot
+
+
+class _Entry(NamedTuple):
+    """One object of a queued batch, as the inner store is given it: any
+    store reads ``key`` and ``payload`` (built from a checked Batch on the
+    writer thread, at C speed)."""
+
+    key: str
+    payload: bytes
+
+
+# (key, payload) -> _Entry without a Python-level call per object
+_new_entry: Callable[[tuple[str, bytes]], _Entry] = functools.partial(tuple.__new__, _Entry)
+
+
 def _keys(values: object) -> tuple[Any, ...] | None:
-    """``values`` as a tuple, or None when it is not a key list (a str or
-    bytes would iterate characters; the rules of ``auxspec.binding.as_keys``)."""
+    """``values`` as a tuple, or None when it is not a key list (which
+    ``check_batch`` then refuses); one pass over an iterator."""
     if type(values) is tuple:
         return values
     if type(values) is list:
@@ -72,26 +255,48 @@ def _keys(values: object) -> tuple[Any, ...] | None:
     return tuple(values)
 
 
-_FROZEN: dict[type, bool] = {BlockObject: True}
+def _fixed_size(store: object) -> int | None:
+    """The inner store's object size when it states a fixed int one (a real
+    int: a Mock attribute or a property that raises states nothing)."""
+    try:
+        nbytes = store.object_nbytes  # type: ignore[attr-defined]
+    except Exception:
+        return None
+    if issubclass(type(nbytes), int) and not isinstance(nbytes, bool):
+        return int.__int__(nbytes)  # its value, whatever the subclass's __int__ says
+    return None
 
 
-def _is_frozen(kind: type) -> bool:
-    """Whether ``kind`` is a frozen dataclass (vLLM's BlockObject is one), so
-    its instances can be shared instead of copied; cached per type."""
-    frozen = _FROZEN.get(kind)
-    if frozen is None:
-        params = getattr(kind, "__dataclass_params__", None)
-        frozen = _FROZEN[kind] = bool(params is not None and params.frozen)
-    return frozen
+# ---------------------------------------------------------------- the store
+
+_R = TypeVar("_R")
+_OWNER_CODES: set[CodeType] = set()  # the frames of a running owner call
 
 
-def _check_keys(keys: tuple[Any, ...] | None, raw: object, what: str) -> tuple[str, ...]:
-    if keys is None:
-        raise TypeError(f"{what} must be an iterable of str keys, not a {type(raw).__name__}")
-    for key in keys:
-        if not isinstance(key, str):
-            raise TypeError(f"{what} must hold str keys; got {key!r} of type {type(key).__name__}")
-    return keys
+def _owner_call(method: Callable[..., _R]) -> Callable[..., _R]:
+    """Mark ``method`` as an owner call: refused (ReentrantCallError) while
+    another of the store's calls runs on the same thread."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: BackgroundBlockObjectStore, *args: Any, **kwargs: Any) -> _R:
+        shared = self._s
+        if shared.in_call:
+            self._refuse_reentry(name)
+        try:
+            shared.in_call = True
+            return method(self, *args, **kwargs)
+        finally:
+            shared.in_call = False
+
+    _OWNER_CODES.add(method.__code__)
+    return call
+
+
+def _running_name(frame: FrameType) -> str:
+    return frame.f_code.co_name
+
+
 
 
 class BackgroundBlockObjectStore:
@@ -101,102 +306,95 @@ class BackgroundBlockObjectStore:
     batches are validated and snapshotted on the owner thread; a latched
     failure is reported by every later call (``close`` once), chained to its
     cause. Adds ``read_into``, ``flush``, ``len``, ``in``, ``stats`` and
-    context-manager use. One owner thread; call ``close`` (or use ``with``)
-    so the writer thread ends.
+    context-manager use. One owner thread. A store dropped without ``close``
+    stops its writer: queued batches are still applied, then the inner store
+    is closed, and a failure is not reported to anyone.
     """
 
-    __slots__ = (
-        "_busy",
-        "_closed",
-        "_error",
-        "_lock",
-        "_max_pending",
-        "_object_nbytes",
-        "_owner_cv",
-        "_owner_waits",
-        "_queue",
-        "_stopping",
-        "_store",
-        "_thread",
-        "_writer_cv",
-        "_writer_waits",
-    )
+    __slots__ = ("__weakref__", "_object_nbytes", "_s", "_thread")
 
     def __init__(self, store: _Inner, *, max_pending_batches: int) -> None:
-        if not isinstance(max_pending_batches, int) or isinstance(max_pending_batches, bool):
-            raise TypeError(f"max_pending_batches must be an int, not {type(max_pending_batches).__name__}")
-        if max_pending_batches < 1:
-            raise ValueError(f"max_pending_batches must be >= 1, got {max_pending_batches}")
-        try:
-            nbytes = store.object_nbytes
-        except AttributeError:
-            raise TypeError(f"store of type {type(store).__name__} has no object_nbytes") from None
-        self._store = store
-        self._object_nbytes = int(nbytes)
-        self._max_pending = int(max_pending_batches)
-        self._lock = threading.Lock()
-        self._writer_cv = threading.Condition(self._lock)  # a batch was queued, or stop
-        self._owner_cv = threading.Condition(self._lock)  # room, idle, or a failure
-        self._owner_waits = False  # only notify the owner when it waits
-        self._writer_waits = False  # only notify the writer when it waits
-        self._queue: deque[_Batch] = deque()
-        self._busy = False
-        self._stopping = False  # close() began: owner calls now fail as closed
-        self._closed = False  # close() finished: closing again does nothing
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="auxstore-background-writer", daemon=True)
-        self._thread.start()
+        # Duck-typed, as vLLM's is: a store is anything with these calls (the spec checks the inner store first).
+        for call in ("put", "get_concatenated", "close"):
+            if not callable(getattr(store, call, None)):
+                raise TypeError(f"store must be a block object store (with {call}()), not {type(store).__name__}")
+        kind = type(max_pending_batches)
+        if not issubclass(kind, int) or kind is bool:
+            raise TypeError(f"max_pending_batches must be an int, not {kind.__name__}")
+        bound = int.__int__(max_pending_batches)  # by value: a subclass's __int__/__index__ may lie
+        if bound < 1:
+            raise ValueError(f"max_pending_batches must be >= 1, got {bound}")
+        self._object_nbytes = _fixed_size(store)
+        shared = self._s = _Shared(store, bound)
+        writer = self._thread = threading.Thread(
+            target=_write, args=(shared,), name="auxstore-background-writer", daemon=True
+        )
+        # Registered before the thread starts, so a store dropped at any point stops it.
+        weakref.finalize(self, _dropped, shared, writer).atexit = False
+        shared.owner = weakref.ref(self)
+        writer.start()
 
     # ----------------------------------------------------------- properties
 
     @property
-    def object_nbytes(self) -> int:
-        return self._object_nbytes
+    def object_nbytes(self) -> Any:
+        """The inner store's ``object_nbytes`` (for auxstore's store, an int)."""
+        if self._object_nbytes is not None:
+            return self._object_nbytes
+        return self._s.store.object_nbytes
 
     @property
     def max_pending_batches(self) -> int:
-        return self._max_pending
+        return self._s.max_pending
 
     def __repr__(self) -> str:
-        state = "closed" if self._stopping else ("failed" if self._error is not None else "open")
-        return f"BackgroundBlockObjectStore(max_pending_batches={self._max_pending}, {state}, store={self._store!r})"
+        s = self._s
+        state = "closed" if s.stopping else ("failed" if s.error is not None else "open")
+        return f"BackgroundBlockObjectStore(max_pending_batches={s.max_pending}, {state}, store={s.store!r})"
 
-    # --------------------------------------------------------------- writer
+    # ---------------------------------------------------------- re-entrancy
 
-    def _run(self) -> None:
-        lock, queue = self._lock, self._queue
-        store = self._store
-        error: BaseException | None = None
-        lock.acquire()
+    def _refuse_reentry(self, call: str) -> None:
+        """The slow path of every owner call's entry check: raise if one of
+        this store's own calls is running on this thread's stack (a key,
+        payload, iterable or signal handler calling back). A mark left by a
+        call that an exception interrupted is stale: ignored."""
+        frame: FrameType | None = sys._getframe(2)  # above the refused call's own frame
+        while frame is not None:
+            if frame.f_code in _OWNER_CODES and frame.f_locals.get("self") is self:
+                raise ReentrantCallError(
+                    f"{call}() was called while {_running_name(frame)}() is running on the same background store "
+                    f"(from a key, payload, iterable or signal handler it uses); its calls cannot nest"
+                )
+            frame = frame.f_back
+
+    # ---------------------------------------------------------------- waits
+
+    def _wait(self, shared: _Shared, idle: bool) -> None:
+        """Wait until the writer is idle (``idle``) or the queue has room, or
+        a failure is latched. Bounded: wakes a writer that sleeps with work
+        queued (a lost wake-up) and latches a writer that died."""
+        queue, wake = shared.queue, shared.owner_wake
+        shared.owner_waits = True  # before the checks: see the class docstring
         try:
-            while True:
-                # One critical section per batch: finish the last one, take the next.
-                self._busy = False
-                if error is not None:
-                    self._error = error
-                    queue.clear()  # skipped: they come after a failure
-                    error = None
-                while not queue and not self._stopping:
-                    if self._owner_waits:
-                        self._owner_cv.notify()  # idle
-                    self._writer_waits = True
-                    self._writer_cv.wait()
-                    self._writer_waits = False
-                if not queue:
-                    return  # stopping, and everything queued is done
-                objects, retains, releases = queue.popleft()
-                self._busy = True
-                if self._owner_waits:
-                    self._owner_cv.notify()  # a slot is free
-                lock.release()
+            while shared.error is None and (
+                (queue or shared.busy) if idle else len(queue) >= shared.max_pending
+            ):
+                if queue and shared.writer_waits:
+                    shared.writer_wake.put(None)
                 try:
-                    store.put(objects, retain_keys=retains, release_keys=releases)
-                except BaseException as failure:  # latched, whatever it is: the owner re-raises it
-                    error = failure
-                finally:
-                    lock.acquire()
+                    wake.get(timeout=_OWNER_POLL)
+                except Empty:
+                    if shared.error is None and not self._thread.is_alive():
+                        shared.latch(WriterDiedError("the background writer thread ended unexpectedly"))
         finally:
-            lock.release()
+            shared.owner_waits = False
+
+    def _wait_idle(self) -> None:
+        """Wait until every queued batch is applied (or skipped)."""
+        shared = self._s
+        if shared.queue or shared.busy:
+            self._wait(shared, idle=True)
 
     # ----------------------------------------------------------------- put
 
@@ -212,74 +410,48 @@ class BackgroundBlockObjectStore:
         An all-empty put does nothing, even after close. Invalid input raises
         ``TypeError``/``ValueError`` here with nothing queued.
         """
-        items: list[Any] | tuple[Any, ...] | None
-        if type(objects) is list or type(objects) is tuple:
-            items = objects
-        elif isinstance(objects, _NOT_LISTS) or not isinstance(objects, Iterable):
-            items = None
-        else:
-            items = list(objects)
-        retains = _keys(retain_keys)
-        releases = _keys(release_keys)
-        if items is not None and not items and retains == () and releases == ():
-            return
-        if self._stopping:
-            raise RuntimeError(_CLOSED)
-        snapshot = self._snapshot(items, objects)
-        retained = _check_keys(retains, retain_keys, "retain_keys")
-        released = _check_keys(releases, release_keys, "release_keys")
-        with self._lock:
-            queue = self._queue
-            while self._error is None and len(queue) >= self._max_pending:
-                self._owner_waits = True
-                try:
-                    self._owner_cv.wait()
-                finally:
-                    self._owner_waits = False
-            if self._error is None:
-                queue.append((snapshot, retained, released))
-                if self._writer_waits:
-                    self._writer_cv.notify()
+        shared = self._s
+        if shared.in_call:
+            self._refuse_reentry("put")
+        try:
+            shared.in_call = True
+            items: list[Any] | tuple[Any, ...] | None
+            if type(objects) is list or type(objects) is tuple:
+                items = objects
+            elif isinstance(objects, _NOT_LISTS) or not isinstance(objects, Iterable):
+                items = None
+            else:
+                items = list(objects)
+            retains = _keys(retain_keys)
+            releases = _keys(release_keys)
+            if items is not None and not items and retains == () and releases == ():
                 return
-        self._raise_if_failed()
-
-    def _snapshot(self, items: list[Any] | tuple[Any, ...] | None, raw: object) -> list[Any]:
-        """The batch as immutable objects, validated in the model's order:
-        each object's key, then its payload (type, then length)."""
-        if items is None:
-            raise TypeError(f"objects must be an iterable of objects with key and payload, not {type(raw).__name__}")
-        nbytes = self._object_nbytes
-        snapshot: list[Any] = []
-        append = snapshot.append
-        for obj in items:
-            try:
-                key = obj.key
-                payload = obj.payload
-            except AttributeError:
-                raise TypeError(f"object of type {type(obj).__name__} has no key and payload") from None
-            if type(key) is not str and not isinstance(key, str):
-                raise TypeError(f"key {key!r} must be a str, not {type(key).__name__}")
-            if type(payload) is bytes:
-                if len(payload) != nbytes:
-                    raise ValueError(f"payload of {key!r} is {len(payload)} bytes; object_nbytes is {nbytes}")
-                # A frozen object holding bytes cannot change: share it.
-                kind = type(obj)
-                append(obj if kind is BlockObject or _is_frozen(kind) else BlockObject(key, payload))
-                continue
-            try:
-                view = memoryview(payload)
-            except TypeError:
-                raise TypeError(f"payload of {key!r} must be bytes-like, not {type(payload).__name__}") from None
-            with view:
-                if view.nbytes != nbytes:
-                    raise ValueError(f"payload of {key!r} is {view.nbytes} bytes; object_nbytes is {nbytes}")
-                append(BlockObject(key, view.tobytes()))  # a copy: the caller may reuse its buffer
-        return snapshot
+            if shared.stopping:
+                raise RuntimeError(_CLOSED)
+            # The one batch validator (auxstore._batch): by value, so nothing the
+            # caller holds or runs reaches the writer thread.
+            batch = check_batch(
+                objects if items is None else items,
+                retain_keys if retains is None else retains,
+                release_keys if releases is None else releases,
+                object_nbytes=self._object_nbytes,
+            )
+            queue = shared.queue
+            if shared.error is None and len(queue) >= shared.max_pending:
+                self._wait(shared, idle=False)
+            if shared.error is None:
+                queue.append(batch)  # the one step that queues it
+                if shared.writer_waits:
+                    shared.writer_wake.put(None)
+                return
+            self._raise_if_failed()
+        finally:
+            shared.in_call = False
 
     # ------------------------------------------------------------- failures
 
     def _raise_if_failed(self) -> None:
-        error = self._error
+        error = self._s.error
         if error is not None:
             raise BlockObjectStoreError(
                 f"a background write failed, so this store stays failed: {type(error).__name__}: {error}"
@@ -287,28 +459,21 @@ class BackgroundBlockObjectStore:
 
     # ---------------------------------------------------------------- reads
 
-    def _wait_idle(self) -> None:
-        """Wait until every queued batch is applied (or skipped)."""
-        with self._lock:
-            while self._queue or self._busy:
-                self._owner_waits = True
-                try:
-                    self._owner_cv.wait()
-                finally:
-                    self._owner_waits = False
-
     def _ready(self) -> None:
         """Before a read: not closed, every write applied, none failed."""
-        if self._stopping:
+        if self._s.stopping:
             raise RuntimeError(_CLOSED)
         self._wait_idle()
         self._raise_if_failed()
 
+    @_owner_call
     def get_concatenated(self, keys: list[str]) -> bytes:
         """The payloads of ``keys`` joined, after every queued put."""
         self._ready()
-        return self._store.get_concatenated(keys)
+        joined: bytes = self._s.store.get_concatenated(keys)
+        return joined
 
+    @_owner_call
     def read_into(self, keys: list[str], buffer: Any) -> int:
         """``get_concatenated`` into ``buffer`` (writable, C-contiguous); returns
         the bytes written. A buffer that is too small is a ValueError that
@@ -316,44 +481,56 @@ class BackgroundBlockObjectStore:
         has; vLLM's has not, and a read into a short buffer could not tell a
         missing key from a short buffer without moving the keys it reads)."""
         self._ready()
-        return self._store.read_into(keys, buffer)
+        written: int = self._s.store.read_into(keys, buffer)
+        return written
 
+    @_owner_call
     def flush(self) -> None:
         """Wait until every queued put is applied; raise a latched failure."""
         self._ready()
 
+    @_owner_call
     def __len__(self) -> int:
         self._ready()
-        return len(self._store)  # type: ignore[arg-type]
+        return len(self._s.store)
 
+    @_owner_call
     def __contains__(self, key: object) -> bool:
         self._ready()
-        return key in self._store  # type: ignore[operator]
+        return key in self._s.store
 
+    @_owner_call
     def stats(self) -> StoreStats:
         self._ready()
-        stats: StoreStats = self._store.stats()  # type: ignore[attr-defined]
+        stats: StoreStats = self._s.store.stats()
         return stats
 
     # ------------------------------------------------------------ lifecycle
 
+    @_owner_call
     def close(self) -> None:
         """Apply everything queued, stop and join the writer, close the inner
-        store, then raise a latched failure. Closing again does nothing."""
-        if self._closed:
+        store, then raise a latched failure. Closing again does nothing.
+
+        Interrupted (a KeyboardInterrupt, say), the store is closing: other
+        calls fail as closed, and calling close again finishes the job."""
+        shared = self._s
+        if shared.closed:
             return
-        with self._lock:
-            self._stopping = True
-            self._writer_cv.notify()
-        # The writer applies what is queued, then ends (a KeyboardInterrupt
-        # here leaves the store closable again).
+        shared.stopping = True
+        shared.writer_wake.put(None)  # every time: an earlier close may have been interrupted before it
+        # The writer applies what is queued, then ends; a writer that died has ended.
         self._thread.join()
-        self._closed = True
-        self._store.close()
-        self._raise_if_failed()
+        if shared.error is None and (shared.queue or shared.busy):
+            shared.latch(WriterDiedError("the background writer thread ended with batches not applied"))
+        shared.close_inner()
+        shared.closed = True
+        if shared.error is not None and not shared.reported:
+            shared.reported = True
+            self._raise_if_failed()
 
     def __enter__(self) -> BackgroundBlockObjectStore:
-        if self._stopping:
+        if self._s.stopping:
             raise RuntimeError(_CLOSED)
         return self
 
@@ -364,3 +541,6 @@ class BackgroundBlockObjectStore:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+_OWNER_CODES.add(BackgroundBlockObjectStore.put.__code__)

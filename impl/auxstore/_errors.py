@@ -32,9 +32,23 @@ class UnreferencedKeyError(BlockObjectStoreError, KeyError):
         return RuntimeError.__str__(self)
 
 
+class BrokenStoreError(BlockObjectStoreError):
+    """An exception (``KeyboardInterrupt``, ``MemoryError``, ...) interrupted a
+    call while it was changing the store and the change could not be
+    completed, so the store's state is unknown: every later call raises this,
+    naming the interrupted call. Make a new store."""
+
+
+class ReentrantCallError(BlockObjectStoreError):
+    """A call into a store from inside one of its own calls (from a key, a
+    payload, a buffer, an iterable or a signal handler); it changed nothing."""
+
+
 __all__ = [
     "BlockObjectStoreError",
+    "BrokenStoreError",
     "CapacityError",
     "MissingKeyError",
+    "ReentrantCallError",
     "UnreferencedKeyError",
 ]

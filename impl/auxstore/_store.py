@@ -2,16 +2,23 @@
 
 Layout
 ------
-Payloads live in one anonymous ``mmap`` arena of ``capacity * object_nbytes``
-bytes cut into fixed slots. A slot is addressed through a memoryview made once,
-when the slot is first used. A put that evicts hands each victim's slot to one
-of its own new keys: it evicts only as many stored keys as it inserts beyond
-capacity, so no slot is ever left free after a call, and the slots made are
-exactly the keys stored (at most ``capacity``).
+Payloads live in an anonymous ``mmap`` arena cut into fixed slots. The arena
+grows by chunks as slots are first needed (the first chunk up to 64 MiB, each
+later one as big as all before it), so memory follows what is stored and any
+``max_bytes`` is accepted, as the spec does. A slot is a plain int (no view
+object per slot: that is most of what an object's bookkeeping cost). Slots
+0 .. ``_made - 1`` are exactly the slots in use, one per stored key. A put
+that evicts hands each victim's slot to one of its own new keys, in
+ascending slot order, and takes fresh slots after the last one: so keys
+written together sit in consecutive slots, and a batch that evicts an earlier
+batch takes over its run. A read finds the runs of consecutive slots among
+the keys it reads and copies each run with one slice (a prefix-cache hit,
+keys read in the order they were written, is one copy); scattered keys cost
+one view each.
 
 Three structures hold the bookkeeping:
 
-- ``_lru``: every stored key -> its slot view, in global recency order (least
+- ``_lru``: every stored key -> its slot number, in global recency order (least
   recent first). This is the order ``snapshot()`` reports.
 - ``_evictable``: the stored keys with no reference, in the same relative
   order (always a subsequence of ``_lru``).
@@ -37,11 +44,14 @@ re-puts move a key to the most-recent end of ``_lru``, and of ``_evictable``
 when it is there; pinned keys keep moving in ``_lru`` so the global order stays
 exactly the specified one.
 
-Strictness
-----------
+Strictness and exception safety
+-------------------------------
 Every call first validates all of its input and plans its whole effect (new
-counts, terminal keys, victims) without touching the store; only then does it
-change anything. So every error leaves the store exactly as it was. Which
+counts, terminal keys, victims, slots) without touching the store; only then
+does it change anything. So every error leaves the store exactly as it was.
+The change itself is idempotent and is completed before an exception that
+interrupts it (``KeyboardInterrupt``, ``MemoryError``) propagates; see
+``docs/reliability.md``. Which
 inputs are accepted, which error wins when several apply, and which exception
 each raises follow ``auxspec.binding`` and the model's ``strict`` profile;
 ``tests/test_store_differential.py`` checks the agreement.
@@ -49,28 +59,39 @@ each raises follow ``auxspec.binding`` and the model's ``strict`` profile;
 
 from __future__ import annotations
 
+import contextlib
 import mmap
+import sys
+from bisect import bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from itertools import filterfalse, islice
-from types import TracebackType
-from typing import Protocol
+from itertools import accumulate, chain, compress, filterfalse, islice, pairwise, repeat
+from operator import add, mul, sub
+from types import CodeType, TracebackType
+from typing import NamedTuple, Protocol
 
-from auxstore._errors import CapacityError, MissingKeyError, UnreferencedKeyError
+from auxstore._batch import as_key, check_batch, read_keys, type_name
+from auxstore._errors import (
+    BrokenStoreError,
+    CapacityError,
+    MissingKeyError,
+    ReentrantCallError,
+    UnreferencedKeyError,
+)
 from auxstore._types import StoreSnapshot, StoreStats
 
 __all__ = ["BlockObjectStore", "InvariantError"]
 
 _CLOSED = "auxiliary output store is closed"
+_CLOSED_GATE = "closed"
 # Runs an iterator to exhaustion at C speed, keeping nothing.
 _consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
-# Checks that every item is a str (subclasses too, as isinstance) at C speed:
-# str.join raises TypeError on anything else. Much faster than isinstance per key.
-_join_str = "".join
 # Objects at least this big are copied one by one into read_into's buffer;
 # smaller ones are joined first (a call per object costs more than a copy).
 _COPY_EACH_MIN = 4096
-_NOT_KEY_LISTS = (str, bytes, bytearray)
+# The arena's first chunk, and the least any chunk adds: big enough that a
+# common store is one mapping, small enough that a huge max_bytes costs nothing.
+_FIRST_CHUNK_BYTES = 64 << 20
 
 
 class _Object(Protocol):
@@ -88,51 +109,17 @@ class InvariantError(AssertionError):
 
 
 def _size(name: str, value: object) -> int:
-    # bool is an int subclass, but True as a size is always a caller's slip.
-    if isinstance(value, int) and not isinstance(value, bool):
-        return int(value)
-    raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-
-
-def _read_keys(keys: object) -> list[str]:
-    """A read's key list, checked: a list of str passes as it is (the fast
-    path: one C-level join type-checks every key), anything else through
-    ``_key_list``, which raises the typed error."""
-    if type(keys) is list:
-        try:
-            _join_str(keys)
-        except TypeError:
-            pass
-        else:
-            return keys
-    return list(_key_list(keys, "keys"))
-
-
-def _key_list(values: object, what: str) -> list[str] | tuple[str, ...]:
-    """``values`` as a sequence of str keys, or TypeError.
-
-    Any iterable but a str or bytes (which would iterate characters) is a key
-    list, as in ``auxspec.binding.as_keys``.
-    """
-    if isinstance(values, _NOT_KEY_LISTS) or not isinstance(values, Iterable):
-        raise TypeError(f"{what} must be an iterable of str keys, not a {type(values).__name__}")
-    keys: list[str] | tuple[str, ...] = values if type(values) is list or type(values) is tuple else list(values)
-    try:
-        _join_str(keys)
-    except TypeError:
-        bad = next(key for key in keys if not isinstance(key, str))
-        raise TypeError(f"{what} must hold str keys; got {bad!r} of type {type(bad).__name__}") from None
-    return keys
-
-
-def _payload_bytes(payload: object, key: str) -> bytes:
-    """A non-``bytes`` payload as its raw bytes (any buffer but str)."""
-    try:
-        view = memoryview(payload)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"payload of {key!r} must be bytes-like, not {type(payload).__name__}") from None
-    with view:
-        return view.tobytes()
+    """A size by value, as ``auxspec.binding.as_size``: an ``int`` or a
+    subclass's plain int value (``int.__index__`` reads the number itself; the
+    subclass's own ``__index__``, ``__int__`` or arithmetic may lie); ``bool``
+    is rejected (True as a size is always a caller's slip), and so is
+    everything else, whatever its ``__class__`` claims."""
+    kind = type(value)
+    if kind is int:
+        return value  # type: ignore[return-value]
+    if issubclass(kind, int) and kind is not bool:
+        return int.__index__(value)  # type: ignore[arg-type]
+    raise TypeError(f"{name} must be an int, not {type_name(value)}")
 
 
 class BlockObjectStore:
@@ -142,42 +129,64 @@ class BlockObjectStore:
     ``get_concatenated`` and ``close``), with strict errors that change
     nothing, O(batch + evicted) eviction, and ``read_into``, ``len``, ``in``,
     ``stats``, ``snapshot``, ``flush`` and context-manager use on top. Used by
-    one thread at a time.
+    one thread at a time; a call from inside another call (a key's
+    ``__hash__``, a generator, a signal handler) raises ``ReentrantCallError``.
     """
 
     __slots__ = (
+        "_allocated",
         "_arena",
         "_base",
+        "_bases",
         "_capacity",
         "_capacity_failures",
-        "_dst_slices",
+        "_chunk_starts",
+        "_chunks",
         "_evictable",
         "_evictions",
+        "_gate",
         "_hits",
         "_lru",
+        "_made",
+        "_max_bytes",
         "_misses",
         "_object_nbytes",
         "_refs",
-        "_views",
     )
 
     def __init__(self, *, max_bytes: int, object_nbytes: int) -> None:
         max_bytes = _size("max_bytes", max_bytes)
         object_nbytes = _size("object_nbytes", object_nbytes)
         if object_nbytes <= 0:
-            raise ValueError(f"object_nbytes must be positive, got {object_nbytes}")
+            raise ValueError(f"auxiliary output object size must be positive: object_nbytes={object_nbytes}")
         if max_bytes < object_nbytes:
-            raise ValueError(f"max_bytes={max_bytes} cannot hold one object of object_nbytes={object_nbytes}")
+            raise ValueError(
+                f"auxiliary output store must fit at least one object: max_bytes={max_bytes} < "
+                f"object_nbytes={object_nbytes}"
+            )
         self._object_nbytes = object_nbytes
+        self._max_bytes = max_bytes
         self._capacity = max_bytes // object_nbytes
-        self._arena: mmap.mmap | None = mmap.mmap(-1, self._capacity * object_nbytes)
-        self._base = memoryview(self._arena)
-        self._views: list[memoryview] = []  # slot i -> view of its bytes; len() = slots made = keys stored
-        self._lru: OrderedDict[str, memoryview] = OrderedDict()
+        # The arena grows by chunks as slots are needed (each chunk as many
+        # slots as all before it), so memory follows what is stored, not
+        # max_bytes: any max_bytes is accepted, as in the spec. The first
+        # chunk is made now, so a store always has an _arena.
+        first = _Growth.plan(0, 1, self._capacity, object_nbytes, 0)
+        self._chunks: list[mmap.mmap] = list(first.chunks)
+        self._bases: list[memoryview] = list(first.bases)  # chunk i's whole view
+        self._chunk_starts: list[int] = [0]  # chunk i's first slot
+        self._allocated = first.allocated  # slots the chunks hold
+        self._arena: mmap.mmap | None = self._chunks[0]  # None once closed
+        self._base = self._bases[0]
+        self._made = 0  # slots 0.._made-1 are in use: one per stored key
+        self._lru: OrderedDict[str, int] = OrderedDict()  # key -> slot number
         self._evictable: OrderedDict[str, None] = OrderedDict()
         self._refs: dict[str, int] = {}
-        self._dst_slices: list[slice] = []  # read_into's target ranges, grown on demand
         self._hits = self._misses = self._evictions = self._capacity_failures = 0
+        # None: open and idle. Otherwise the call running ("put"), the call
+        # changing the store ("put!": if no such call is running, it was
+        # interrupted and the store is broken), or _CLOSED_GATE.
+        self._gate: str | None = None
 
     # ----------------------------------------------------------- properties
 
@@ -196,8 +205,51 @@ class BlockObjectStore:
         return self._capacity
 
     def __repr__(self) -> str:
-        state = "closed" if self._arena is None else f"stored={len(self._lru)}"
-        return f"BlockObjectStore(capacity={self._capacity}, object_nbytes={self._object_nbytes}, {state})"
+        """Profile, size and fill; never touches recency (usable at any time)."""
+        head = f"BlockObjectStore(profile='strict', capacity={self._capacity}, object_nbytes={self._object_nbytes}"
+        gate = self._gate
+        if gate is _CLOSED_GATE:
+            return f"{head}, closed)"
+        stored, unpinned = len(self._lru), len(self._evictable)
+        state = f"stored={stored}, pinned={stored - unpinned}, referenced={len(self._refs)}"
+        if gate is not None and gate.endswith("!") and self._running_call(2) is None:
+            state += f", broken by an interrupted {gate[:-1]}()"
+        return f"{head}, {state})"
+
+    # ----------------------------------------------------------------- gate
+
+    def _blocked(self, call: str) -> None:
+        """Why ``call`` cannot run now (the slow path of every call's entry
+        check): closed, re-entrant, or broken. A mark left by a call that was
+        interrupted outside its changes is stale, and cleared."""
+        gate = self._gate
+        if gate is None:
+            return
+        if gate is _CLOSED_GATE:
+            raise RuntimeError(_CLOSED)
+        running = self._running_call()
+        if running is not None:
+            raise ReentrantCallError(
+                f"{call}() was called while {running}() is running on the same store (from a key, payload, "
+                f"buffer, iterable or signal handler it uses); a store's calls cannot nest"
+            )
+        if gate.endswith("!"):
+            raise BrokenStoreError(
+                f"this store is broken: an exception interrupted {gate[:-1]}() while it was changing the store "
+                f"and the change could not be completed; make a new store"
+            )
+        self._gate = None  # interrupted before or after its changes: the state is consistent
+
+    def _running_call(self, depth: int = 3) -> str | None:
+        """The name of a call of this store running further up the stack
+        (the caller of the call that is checking, and its callers)."""
+        frame = sys._getframe(depth)  # _running_call <- _blocked <- the checking call <- its caller
+        while frame is not None:
+            name = _GATED_CODES.get(frame.f_code)
+            if name is not None and frame.f_locals.get("self") is self:
+                return name
+            frame = frame.f_back  # type: ignore[assignment]
+        return None
 
     # ------------------------------------------------------------------ put
 
@@ -209,37 +261,24 @@ class BlockObjectStore:
         release_keys: Iterable[str] = (),
     ) -> None:
         """Apply pins, store the batch, move terminal keys, evict; all or nothing."""
-        if self._arena is None:
-            raise RuntimeError(_CLOSED)
-        nbytes = self._object_nbytes
+        if self._gate is not None:
+            self._blocked("put")
+        self._gate = "put"
+        try:
+            self._put(objects, retain_keys, release_keys)
+        finally:
+            if self._gate == "put":  # else "put!": interrupted and not completed, broken
+                self._gate = None
 
-        # Validate in the model's order: each object's key, then its payload
-        # (type, then length); then retain keys; then release keys. The batch
-        # is de-duplicated as a dict would: first position, last payload.
-        if type(objects) is not list and (isinstance(objects, _NOT_KEY_LISTS) or not isinstance(objects, Iterable)):
-            raise TypeError(
-                f"objects must be an iterable of objects with key and payload, not {type(objects).__name__}"
-            )
-        batch: dict[str, bytes] = {}
-        for obj in objects:
-            try:
-                key = obj.key
-                payload = obj.payload
-            except AttributeError:
-                raise TypeError(f"object of type {type(obj).__name__} has no key and payload") from None
-            if type(key) is not str and not isinstance(key, str):
-                raise TypeError(f"key {key!r} must be a str, not {type(key).__name__}")
-            if type(payload) is not bytes:
-                payload = _payload_bytes(payload, key)
-            if len(payload) != nbytes:
-                raise ValueError(f"payload of {key!r} is {len(payload)} bytes; object_nbytes is {nbytes}")
-            batch[key] = payload
-        retains = () if type(retain_keys) is tuple and not retain_keys else _key_list(retain_keys, "retain_keys")
-        releases = () if type(release_keys) is tuple and not release_keys else _key_list(release_keys, "release_keys")
+    def _put(self, objects: Iterable[_Object], retain_keys: Iterable[str], release_keys: Iterable[str]) -> None:
+        # Validate and snapshot in the model's order (see auxstore._batch).
+        # All caller code (iterators, properties, hashes) runs here.
+        batch, retains, releases = check_batch(objects, retain_keys, release_keys, object_nbytes=self._object_nbytes)
 
         # Plan the pins: the new count of every key they touch, and the keys
         # that reach zero, in the order they do.
         refs = self._refs
+        lru = self._lru
         changed: dict[str, int] = {}
         terminal: list[str] = []
         if retains or releases:
@@ -255,49 +294,97 @@ class BlockObjectStore:
                 if not count:
                     terminal.append(key)
 
-        # Plan the eviction.
-        lru = self._lru
+        # Plan the eviction, and the slot of every new key.
         excess = len(lru) + len(batch) - sum(map(lru.__contains__, batch)) - self._capacity
-        victims = self._select_victims(excess, batch, changed, terminal) if excess > 0 else None
+        victims = self._select_victims(excess, batch, changed, terminal) if excess > 0 else []
+        gone = set(victims) if victims and terminal else ()  # only a terminal key named by the put can be a victim
+        new_keys = [key for key in batch if key not in lru and key not in gone]
+        # Freed slots in ascending order, then fresh ones: a batch that evicts
+        # an earlier batch takes over its run of slots, so keys written
+        # together stay contiguous and a read of them is one copy.
+        slots = sorted([lru[key] for key in victims if key in lru]) if victims else []
+        made = self._made
+        growth = None
+        if len(new_keys) > len(slots):
+            end = made + len(new_keys) - len(slots)
+            if end > self._allocated:
+                growth = _Growth.plan(self._allocated, end, self._capacity, self._object_nbytes, len(self._chunks))
+            slots += range(made, end)
+            made = end
+        plan = _PutPlan(
+            batch,
+            changed,
+            [key for key, count in changed.items() if count and key not in refs and key in lru],
+            # Stored after the batch step (stored before, or a batch key) and not evicted.
+            [key for key in terminal if (key in lru or key in batch) and key not in gone],
+            victims,
+            gone,
+            dict(zip(new_keys, slots, strict=True)),  # evicting frees no more slots than new keys take
+            made,
+            growth,
+            self._evictions + len(victims),
+        )
 
-        # Commit: nothing below can fail.
-        evictable = self._evictable
-        if changed:
-            for key, count in changed.items():
-                if count:
-                    if key not in refs and key in lru:
-                        del evictable[key]  # pinned from now on
-                    refs[key] = count
-                elif key in refs:
-                    del refs[key]  # terminal
-                    if key in lru:
-                        evictable[key] = None  # moved to the most-recent end below
-        free: list[memoryview] = []  # the victims' slots, each taken by a new key below
-        dropped: set[str] = set()  # batch keys evicted by their own put
-        if victims:
-            for key in victims:
-                view = lru.pop(key, None)
-                if view is not None:  # else a new batch key, never inserted
-                    free.append(view)
-                    del evictable[key]
-            self._evictions += len(victims)
-            if terminal:  # only a terminal batch key can be a victim
-                dropped = set(victims).intersection(batch)
-        for key, payload in batch.items():
-            if key in lru:
+        # Apply. An exception in the middle (a signal, MemoryError) completes
+        # the apply, which is idempotent, before it propagates; if that fails
+        # too, the "put!" mark stays and the store is broken. (The mark is
+        # set inside the try: an exception just before it changed nothing.)
+        try:
+            self._gate = "put!"
+            self._apply_put(plan)
+            self._gate = "put"
+        except BaseException:
+            self._gate = "put!"
+            self._apply_put(plan)
+            self._gate = "put"
+            raise
+
+    def _apply_put(self, plan: _PutPlan) -> None:
+        """Make the planned changes. Idempotent, from any state a partial run
+        of itself leaves: every step sets a planned value, or is a sequence of
+        moves to the most-recent end (which gives the same order however often
+        it is repeated)."""
+        refs, lru, evictable = self._refs, self._lru, self._evictable
+        for key, count in plan.counts.items():
+            if count:
+                refs[key] = count
+            else:
+                refs.pop(key, None)  # terminal: a stored one becomes evictable (moved to the end below)
+                if key in lru and key not in evictable:
+                    evictable[key] = None
+        for key in plan.pinned:  # stored keys pinned from now on
+            evictable.pop(key, None)
+        if plan.growth is not None:
+            self._grow(plan.growth)
+        for key in plan.victims:
+            lru.pop(key, None)  # absent for a new batch key evicted by its own put
+            evictable.pop(key, None)
+        slot_of, dropped = plan.slot_of, plan.dropped
+        nbytes = self._object_nbytes
+        base = self._base if len(self._chunks) == 1 else None
+        for key, payload in plan.batch.items():
+            if key in slot_of:
+                slot = slot_of[key]
+                if base is not None:
+                    base[slot * nbytes : (slot + 1) * nbytes] = payload
+                else:
+                    self._slot_view(slot)[:] = payload
+                if key in lru:
+                    lru.move_to_end(key)
+                else:
+                    lru[key] = slot
+                if key not in refs:
+                    evictable[key] = None
+                    evictable.move_to_end(key)
+            elif not dropped or key not in dropped:
                 lru.move_to_end(key)
                 if key not in refs:
                     evictable.move_to_end(key)
-            elif not dropped or key not in dropped:
-                view = free.pop() if free else self._new_slot()
-                view[:] = payload
-                lru[key] = view
-                if key not in refs:
-                    evictable[key] = None
-        for key in terminal:
-            if key in lru:
-                lru.move_to_end(key)
-                evictable.move_to_end(key)
+        for key in plan.terminal:
+            lru.move_to_end(key)
+            evictable.move_to_end(key)
+        self._made = plan.made
+        self._evictions = plan.evictions
 
     def _select_victims(
         self, excess: int, batch: dict[str, bytes], changed: dict[str, int], terminal: list[str]
@@ -319,34 +406,91 @@ class BlockObjectStore:
         if len(victims) < excess:
             self._capacity_failures += 1
             kept = len(self._lru) + excess - len(victims)
+            # vLLM's phrase first (users search for it), then what auxstore knows.
             raise CapacityError(
-                f"cannot fit the batch: {kept} objects would have to stay but capacity is {self._capacity} "
-                f"(too few unpinned, unprotected keys to evict; batch of {len(batch)} keys)"
+                f"auxiliary output store cannot retain the requested batch: limit={self._capacity} objects; "
+                f"{kept} would have to stay (too few unpinned, unprotected keys to evict; batch of {len(batch)} "
+                f"keys); nothing was changed"
             )
         return victims
 
-    def _new_slot(self) -> memoryview:
-        views = self._views
-        start = len(views) * self._object_nbytes
-        view = self._base[start : start + self._object_nbytes]
-        views.append(view)
-        return view
+    def _slot_view(self, slot: int) -> memoryview:
+        """A view of one slot's bytes, in whichever chunk holds it."""
+        k = bisect_right(self._chunk_starts, slot) - 1
+        offset = (slot - self._chunk_starts[k]) * self._object_nbytes
+        return self._bases[k][offset : offset + self._object_nbytes]
+
+    def _parts(self, slots: list[int]) -> list[memoryview]:
+        """Views covering ``slots`` in order, one per run of consecutive slots
+        (keys written together are read with one copy). The run boundaries
+        are found at C speed; Python works once per run."""
+        count = len(slots)
+        if not count:
+            return []
+        nbytes = self._object_nbytes
+        first, last = slots[0], slots[-1]
+        one_chunk = len(self._chunks) == 1
+        if last - first == count - 1 and one_chunk and slots == list(range(first, last + 1)):
+            return [self._base[first * nbytes : (last + 1) * nbytes]]  # a prefix hit: one run
+        if count == 1:
+            bounds = [0, 1]
+        else:
+            steps = list(map(sub, islice(slots, 1, None), slots))
+            if one_chunk and steps.count(1) * 4 < count:  # scattered: one view per key, at C speed
+                starts = list(map(mul, slots, repeat(nbytes)))
+                return list(map(self._base.__getitem__, map(slice, starts, map(add, starts, repeat(nbytes)))))
+            bounds = [0, *compress(range(1, count), map((1).__ne__, steps)), count]
+        if one_chunk:
+            base = self._base
+            return [base[slots[a] * nbytes : (slots[b - 1] + 1) * nbytes] for a, b in pairwise(bounds)]
+        parts = []
+        starts, bases = self._chunk_starts, self._bases
+        ends = [*starts[1:], self._allocated]
+        for a, b in pairwise(bounds):
+            first, last = slots[a], slots[b - 1]
+            while first <= last:  # a run may span chunks
+                k = bisect_right(starts, first) - 1
+                stop = min(last + 1, ends[k])
+                parts.append(bases[k][(first - starts[k]) * nbytes : (stop - starts[k]) * nbytes])
+                first = stop
+        return parts
+
+    def _grow(self, growth: _Growth) -> None:
+        """Add the planned chunks; idempotent."""
+        at = growth.first_chunk
+        self._chunks[at:] = growth.chunks
+        self._bases[at:] = growth.bases
+        self._chunk_starts[at:] = growth.starts
+        self._allocated = growth.allocated
+
+    def _new_slot(self) -> int:
+        """Put the next slot in use (for tests that build odd states)."""
+        slot = self._made
+        if slot >= self._allocated:
+            self._grow(_Growth.plan(self._allocated, slot + 1, self._capacity, self._object_nbytes, len(self._chunks)))
+        self._made = slot + 1
+        return slot
 
     # ---------------------------------------------------------------- reads
 
     def get_concatenated(self, keys: list[str]) -> bytes:
         """The payloads of ``keys`` joined in order; each key then becomes most recent."""
-        if self._arena is None:
-            raise RuntimeError(_CLOSED)
-        keys = _read_keys(keys)
-        lru = self._lru
+        if self._gate is not None:
+            self._blocked("get_concatenated")
+        self._gate = "get_concatenated"
         try:
-            data = b"".join(map(lru.__getitem__, keys))
-        except KeyError:
-            self._misses += 1
-            raise MissingKeyError(self._missing_message(keys)) from None
-        self._touch(keys)
-        return data
+            keys = read_keys(keys)
+            try:
+                slots = list(map(self._lru.__getitem__, keys))
+            except KeyError:
+                self._misses += 1
+                raise MissingKeyError(self._missing_message(keys)) from None
+            data = b"".join(self._parts(slots))
+            self._touch(keys, "get_concatenated")
+            return data
+        finally:
+            if self._gate == "get_concatenated":
+                self._gate = None
 
     def read_into(self, keys: list[str], buffer: object) -> int:
         """Write the payloads of ``keys``, joined, at the start of ``buffer`` (any
@@ -355,86 +499,117 @@ class BlockObjectStore:
         Same recency effect as ``get_concatenated``; a buffer that is too small
         is a ValueError that changes nothing.
         """
-        if self._arena is None:
-            raise RuntimeError(_CLOSED)
-        keys = _read_keys(keys)
-        nbytes = self._object_nbytes
-        if type(buffer) is bytearray and nbytes < _COPY_EACH_MIN:
-            return self._read_into(keys, buffer, len(buffer))  # the common case needs no memoryview
+        if self._gate is not None:
+            self._blocked("read_into")
+        self._gate = "read_into"
+        try:
+            return self._read_into_any(read_keys(keys), buffer)
+        finally:
+            if self._gate == "read_into":
+                self._gate = None
+
+    def _read_into_any(self, keys: list[str], buffer: object) -> int:
+        if type(buffer) is bytearray:
+            with memoryview(buffer) as view:  # a bytearray slice assignment would copy a view's bytes first
+                return self._read_into(keys, view)
         try:
             view = memoryview(buffer)  # type: ignore[arg-type]
         except TypeError:
-            raise TypeError(f"buffer must be a writable buffer, not {type(buffer).__name__}") from None
+            raise TypeError(f"buffer must be a writable buffer, not {type_name(buffer)}") from None
         with view:
             if view.readonly:
-                raise TypeError(f"buffer of type {type(buffer).__name__} is read-only")
+                raise TypeError(f"buffer of type {type_name(buffer)} is read-only")
             if not view.c_contiguous:
                 raise TypeError("buffer is not C-contiguous")
             if view.ndim == 1 and view.format == "B":
-                return self._read_into(keys, view, view.nbytes)
+                return self._read_into(keys, view)
             with view.cast("B") as flat:
-                return self._read_into(keys, flat, flat.nbytes)
+                return self._read_into(keys, flat)
 
-    def _read_into(self, keys: list[str], target: bytearray | memoryview, size: int) -> int:
-        lru = self._lru
+    def _read_into(self, keys: list[str], target: memoryview) -> int:
         nbytes = self._object_nbytes
         total = nbytes * len(keys)
         try:
-            if nbytes < _COPY_EACH_MIN:
-                # One C-level join, then one copy: cheaper than a call per
-                # small object, even though it copies twice.
-                data = b"".join(map(lru.__getitem__, keys))
-            else:
-                sources = list(map(lru.__getitem__, keys))
+            slots = list(map(self._lru.__getitem__, keys))
         except KeyError:
             self._misses += 1
             raise MissingKeyError(self._missing_message(keys)) from None
+        size = target.nbytes
         if total > size:
             raise ValueError(
                 f"buffer of {size} bytes is too small for {len(keys)} objects of {nbytes} bytes ({total} bytes)"
             )
-        if nbytes < _COPY_EACH_MIN:
-            target[:total] = data
+        parts = self._parts(slots)
+        if len(parts) * _COPY_EACH_MIN > total:
+            # Many small runs: one C-level join, then one copy, is cheaper
+            # than a call per run, even though it copies twice.
+            target[:total] = b"".join(parts)
         else:
-            # target is a memoryview here: bytearray slice assignment copies a
-            # memoryview source into a temporary first.
-            ranges = self._dst_slices
-            if len(ranges) < len(keys):
-                ranges.extend(slice(i * nbytes, (i + 1) * nbytes) for i in range(len(ranges), len(keys)))
-            _consume(map(target.__setitem__, ranges, sources))
-        self._touch(keys)
+            ends = list(accumulate(map(len, parts)))
+            _consume(map(target.__setitem__, map(slice, chain((0,), ends), ends), parts))
+        self._touch(keys, "read_into")
         return total
 
-    def _touch(self, keys: list[str] | tuple[str, ...]) -> None:
-        """Move read keys to the most-recent end, in order; count the hits."""
+    def _touch(self, keys: list[str], call: str) -> None:
+        """Move read keys to the most-recent end, in order; count the hits.
+        Completed before an exception that interrupts it propagates (moves
+        to the end are idempotent as a sequence; the count is planned)."""
+        hits = self._hits + len(keys)
+        mark = call + "!"
+        try:
+            self._gate = mark
+            self._moves(keys, hits)
+            self._gate = call
+        except BaseException:
+            self._gate = mark
+            self._moves(keys, hits)
+            self._gate = call
+            raise
+
+    def _moves(self, keys: list[str], hits: int) -> None:
         _consume(map(self._lru.move_to_end, keys))
         refs = self._refs
         # Every read key is stored; the unpinned ones are exactly those in _evictable.
         _consume(map(self._evictable.move_to_end, filterfalse(refs.__contains__, keys) if refs else keys))
-        self._hits += len(keys)
+        self._hits = hits
 
     def _missing_message(self, keys: Iterable[str]) -> str:
         lru = self._lru
         missing = next(key for key in keys if key not in lru)
         return (
-            f"auxiliary output object {missing!r} is not stored (never put, or evicted; "
-            f"stored={len(lru)}, capacity={self._capacity} objects)"
+            f"auxiliary output object {missing!r} does not exist; the object may have been evicted or never "
+            f"put (used={len(lru)}, limit={self._capacity} objects). Increase aux_output_config.max_bytes "
+            f"when a KV cache hit requires it."
         )
 
     # ---------------------------------------------------------- observation
 
     def __len__(self) -> int:
-        self.flush()
+        if self._gate is not None:
+            self._blocked("__len__")
         return len(self._lru)
 
     def __contains__(self, key: object) -> bool:
         """Whether ``key`` is stored; recency does not change."""
-        self.flush()
-        return isinstance(key, str) and key in self._lru  # no other key is ever stored
+        if self._gate is not None:
+            self._blocked("__contains__")
+        if type(key) is not str:
+            if not issubclass(type(key), str):
+                return False  # no other key is ever stored
+            self._gate = "__contains__"  # its __hash__ is caller code
+            try:
+                key = as_key(key, "key")  # by value, as stored
+            except TypeError:
+                return False  # a key that cannot be hashed is never stored
+            finally:
+                if self._gate == "__contains__":
+                    self._gate = None
+        return key in self._lru
 
     def stats(self) -> StoreStats:
         """The counters (see ``StoreStats``); recency does not change."""
-        self.flush()
+        if self._gate is not None:
+            self._blocked("stats")
         return StoreStats(
             stored=len(self._lru),
             capacity=self._capacity,
@@ -446,9 +621,10 @@ class BlockObjectStore:
         )
 
     def snapshot(self) -> StoreSnapshot:
-        """Everything observable, without touching recency (also after close)."""
+        """Everything observable, without touching recency (also after close,
+        and on a broken store, where it shows what is left)."""
         return StoreSnapshot(
-            entries=tuple((key, view.tobytes()) for key, view in self._lru.items()),
+            entries=tuple((key, self._slot_view(slot).tobytes()) for key, slot in self._lru.items()),
             references=tuple(sorted(self._refs.items())),
             closed=self._arena is None,
         )
@@ -456,34 +632,38 @@ class BlockObjectStore:
     def check_invariants(self) -> None:
         """Raise InvariantError describing the first inconsistency in the
         bookkeeping (usable after close as well)."""
-        lru, evictable, refs, views = self._lru, self._evictable, self._refs, self._views
+        lru, evictable, refs, made = self._lru, self._evictable, self._refs, self._made
         if self._arena is None:
-            if lru or evictable or refs or views:
+            if lru or evictable or refs or made:
                 raise InvariantError("a closed store still holds keys, references or slots")
             return
         capacity, nbytes = self._capacity, self._object_nbytes
-        if len(self._arena) != capacity * nbytes:
-            raise InvariantError(f"arena is {len(self._arena)} bytes, not capacity*object_nbytes")
-        if len(views) > capacity:
-            raise InvariantError(f"{len(views)} slots allocated > capacity {capacity}")
-        slot_of = {id(view): slot for slot, view in enumerate(views)}
-        for slot, view in enumerate(views):
-            if view.nbytes != nbytes or view.obj is not self._arena:
-                raise InvariantError(f"slot {slot} is not an {nbytes}-byte view of the arena")
+        if capacity != self._max_bytes // nbytes:
+            raise InvariantError(f"capacity {capacity} is not max_bytes // object_nbytes")
+        if made > capacity:
+            raise InvariantError(f"{made} slots allocated > capacity {capacity}")
+        starts, chunks = self._chunk_starts, self._chunks
+        ends = [*starts[1:], self._allocated]
+        if starts[0] != 0 or self._arena is not chunks[0] or not len(starts) == len(chunks) == len(self._bases):
+            raise InvariantError("the chunk table is inconsistent")
+        for start, end, chunk, base in zip(starts, ends, chunks, self._bases, strict=True):
+            if end <= start or len(chunk) != (end - start) * nbytes or base.obj is not chunk:
+                raise InvariantError(f"the chunk of slots {start}..{end} is {len(chunk)} bytes")
+        if self._allocated > capacity or made > self._allocated:
+            raise InvariantError(f"{self._allocated} slots mapped for {made} made, capacity {capacity}")
         owner: dict[int, str] = {}
-        for key, view in lru.items():
-            if not isinstance(key, str):
+        for key, slot in lru.items():
+            if type(key) is not str:
                 raise InvariantError(f"stored key {key!r} is not a str")
-            used = slot_of.get(id(view))
-            if used is None:
-                raise InvariantError(f"key {key!r} holds a view that is not an allocated slot")
-            if used in owner:
-                raise InvariantError(f"keys {owner[used]!r} and {key!r} share slot {used}")
-            owner[used] = key
-        if len(owner) != len(views):
-            raise InvariantError(f"{len(views) - len(owner)} of {len(views)} allocated slots hold no key")
+            if type(slot) is not int or not 0 <= slot < made:
+                raise InvariantError(f"key {key!r} holds {slot!r}, which is not an allocated slot")
+            if slot in owner:
+                raise InvariantError(f"keys {owner[slot]!r} and {key!r} share slot {slot}")
+            owner[slot] = key
+        if len(owner) != made:
+            raise InvariantError(f"{made - len(owner)} of {made} allocated slots hold no key")
         for key, count in refs.items():
-            if not isinstance(key, str) or type(count) is not int or count < 1:
+            if type(key) is not str or type(count) is not int or count < 1:
                 raise InvariantError(f"reference count {count!r} of {key!r} is not a positive int")
         unpinned = [key for key in lru if key not in refs]
         if list(evictable) != unpinned:
@@ -494,28 +674,46 @@ class BlockObjectStore:
     # ------------------------------------------------------------ lifecycle
 
     def flush(self) -> None:
-        """Nothing is pending in a synchronous store; only a closed store fails."""
-        if self._arena is None:
-            raise RuntimeError(_CLOSED)
+        """Nothing is pending in a synchronous store; only a closed (or broken) store fails."""
+        if self._gate is not None:
+            self._blocked("flush")
 
     def close(self) -> None:
         """Drop everything and unmap the arena; closing again does nothing."""
-        arena = self._arena
-        if arena is None:
-            return
-        self._arena = None
+        gate = self._gate
+        if gate is not None:
+            if gate is _CLOSED_GATE:
+                return
+            self._blocked("close")
+        # Completed before an interrupting exception propagates, like put.
+        try:
+            self._gate = "close!"
+            self._release()
+        except BaseException:
+            self._gate = "close!"
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        """Close's changes; idempotent."""
         self._lru.clear()
         self._evictable.clear()
         self._refs.clear()
+        self._made = 0
         # Release every view first: mmap.close() fails while one is exported.
-        for view in self._views:
-            view.release()
-        self._views.clear()
-        self._base.release()
-        arena.close()
+        for base in self._bases:
+            base.release()
+        for chunk in self._chunks:
+            # A slot view made by a call that was interrupted may still be held
+            # (by its traceback, say): then the mapping goes when that view does.
+            with contextlib.suppress(BufferError):
+                chunk.close()
+        self._arena = None
+        self._gate = _CLOSED_GATE
 
     def __enter__(self) -> BlockObjectStore:
-        self.flush()
+        if self._gate is not None:
+            self._blocked("__enter__")
         return self
 
     def __exit__(
@@ -524,4 +722,65 @@ class BlockObjectStore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        try:
+            self.close()
+        except BrokenStoreError:
+            if exc_type is None:
+                raise
+            # else the exception that broke the store is on its way: let it be the one seen
+
+
+class _PutPlan(NamedTuple):
+    """Everything a put changes, computed before it changes anything."""
+
+    batch: dict[str, bytes]
+    counts: dict[str, int]  # key -> new reference count (0: terminal)
+    pinned: list[str]  # stored keys that leave _evictable
+    terminal: list[str]  # stored terminal keys that are not victims, in terminal order
+    victims: list[str]
+    dropped: set[str] | tuple[()]  # victims (among them batch keys evicted by their own put)
+    slot_of: dict[str, int]  # new key -> its slot
+    made: int  # slots in use after the put
+    growth: _Growth | None  # chunks to add for new slots
+    evictions: int
+
+
+class _Growth(NamedTuple):
+    """Chunks to add to the arena, mapped but not yet part of it."""
+
+    first_chunk: int  # the index the first of them gets
+    starts: tuple[int, ...]
+    chunks: tuple[mmap.mmap, ...]
+    bases: tuple[memoryview, ...]
+    allocated: int  # slots held once they are added
+
+    @staticmethod
+    def plan(allocated: int, needed: int, capacity: int, nbytes: int, first_chunk: int) -> _Growth:
+        """Map chunks until ``needed`` slots are held: each chunk as big as
+        all before it (at least _FIRST_CHUNK_BYTES), never past capacity."""
+        starts: list[int] = []
+        chunks: list[mmap.mmap] = []
+        while allocated < needed:
+            size = min(capacity - allocated, max(allocated, _FIRST_CHUNK_BYTES // nbytes, 1))
+            try:
+                chunk = mmap.mmap(-1, size * nbytes)
+            except (OSError, OverflowError) as error:
+                for made in chunks:
+                    made.close()
+                raise MemoryError(
+                    f"auxiliary output store cannot map {size * nbytes} more bytes for {size} objects: {error}"
+                ) from None
+            starts.append(allocated)
+            chunks.append(chunk)
+            allocated += size
+        return _Growth(first_chunk, tuple(starts), tuple(chunks), tuple(map(memoryview, chunks)), allocated)
+
+
+# The calls that mark the gate, by code object: how _running_call recognises them on the stack.
+_GATED_CODES: dict[CodeType, str] = {
+    BlockObjectStore.put.__code__: "put",
+    BlockObjectStore.get_concatenated.__code__: "get_concatenated",
+    BlockObjectStore.read_into.__code__: "read_into",
+    BlockObjectStore.close.__code__: "close",
+    BlockObjectStore.__contains__.__code__: "__contains__",
+}

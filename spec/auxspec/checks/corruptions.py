@@ -19,9 +19,9 @@ from auxspec.models.sequential import Counters, State
 # ------------------------------------------------------------------ the store
 
 
-def _a_slot(store: Any) -> memoryview:
-    """A slot view of the store's arena, made if there is none yet."""
-    return store._views[0] if store._views else store._new_slot()  # type: ignore[no-any-return]
+def _a_slot(store: Any) -> int:
+    """A slot of the store's arena (its number), made if there is none yet."""
+    return next(iter(store._lru.values())) if store._lru else store._new_slot()  # type: ignore[no-any-return]
 
 
 def _closed_holds_data(store: Any) -> None:
@@ -34,16 +34,11 @@ def _arena_of_another_size(store: Any) -> None:
 
 
 def _more_slots_than_capacity(store: Any) -> None:
-    while len(store._views) <= store._capacity:
-        store._views.append(store._base[0 : store._object_nbytes])
+    store._made = store._capacity + 1
 
 
 def _slot_outside_the_arena(store: Any) -> None:
-    foreign = memoryview(bytearray(store._object_nbytes))
-    if store._views:
-        store._views[0] = foreign
-    else:
-        store._views.append(foreign)
+    store._lru["zz"] = store._allocated  # one past the mapped slots
 
 
 def _key_that_is_not_a_str(store: Any) -> None:
@@ -61,7 +56,7 @@ def _two_keys_one_slot(store: Any) -> None:
 
 
 def _slot_no_key_holds(store: Any) -> None:
-    if len(store._views) < store._capacity:
+    if store._made < store._capacity:
         store._new_slot()
     else:  # full: forget a key, and its slot is left over
         key = next(iter(store._lru))

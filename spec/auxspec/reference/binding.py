@@ -58,10 +58,16 @@ def as_items(objects: object) -> tuple[Item, ...]:
 
 
 def as_size(value: object) -> int | Invalid:
-    """Sizes are ints; ``bool`` is rejected though it is an int subclass."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return Invalid(f"size of type {type(value).__name__}")
+    """Sizes are ints, taken by value: an int subclass counts as its plain int
+    value (``int.__index__``; its own ``__index__``, ``__int__`` or arithmetic
+    may lie). ``bool`` is rejected though it is an int subclass; the type is
+    ``type()``'s, whatever ``__class__`` claims."""
+    kind = type(value)
+    if kind is int:
+        return value  # type: ignore[return-value]
+    if issubclass(kind, int) and kind is not bool:
+        return int.__index__(value)  # type: ignore[arg-type]
+    return Invalid(f"size of type {kind.__name__}")
 
 
 def as_buffer(value: object) -> memoryview | Invalid:
