@@ -22,7 +22,8 @@ verify: $(STAMP)
 	$(BIN)/auxspec verify --max-time 60
 
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q
+	# Both cores (pytest-xdist); a file's tests stay on one worker, in order (a doc's blocks share a namespace).
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check impl spec tests benchmarks fuzz
