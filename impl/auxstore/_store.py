@@ -67,7 +67,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from itertools import accumulate, chain, compress, filterfalse, islice, pairwise, repeat
 from operator import add, mul, sub
-from types import CodeType, TracebackType
+from types import CodeType, FrameType, TracebackType
 from typing import NamedTuple, Protocol
 
 from auxstore._batch import as_key, check_batch, read_keys, type_name
@@ -245,12 +245,16 @@ class BlockObjectStore:
     def _running_call(self, depth: int = 3) -> str | None:
         """The name of a call of this store running further up the stack
         (the caller of the call that is checking, and its callers)."""
-        frame = sys._getframe(depth)  # _running_call <- _blocked <- the checking call <- its caller
+        # depth 3: _running_call <- _blocked <- the checking call <- its caller
+        try:
+            frame: FrameType | None = sys._getframe(depth)
+        except ValueError:  # called with no Python caller at all
+            return None
         while frame is not None:
             name = _GATED_CODES.get(frame.f_code)
             if name is not None and frame.f_locals.get("self") is self:
                 return name
-            frame = frame.f_back  # type: ignore[assignment]
+            frame = frame.f_back
         return None
 
     # ------------------------------------------------------------------ put
@@ -434,18 +438,14 @@ class BlockObjectStore:
         one_chunk = len(self._chunks) == 1
         if last - first == count - 1 and one_chunk and slots == list(range(first, last + 1)):
             return [self._base[first * nbytes : (last + 1) * nbytes]]  # a prefix hit: one run
-        if count == 1:
-            bounds = [0, 1]
-        else:
-            # Mostly scattered? Judged on a sample of at most 32 neighbour
-            # pairs (only speed depends on it): then one view per key, at C speed.
-            stride = max(1, (count - 1) // 32)
-            sample = range(0, count - 1, stride)
-            if one_chunk and sum(slots[i + 1] - slots[i] == 1 for i in sample) * 4 < len(sample):
-                starts = list(map(mul, slots, repeat(nbytes)))
-                return list(map(self._base.__getitem__, map(slice, starts, map(add, starts, repeat(nbytes)))))
-            steps = map(sub, islice(slots, 1, None), slots)
-            bounds = [0, *compress(range(1, count), map((1).__ne__, steps)), count]
+        # Mostly scattered? Judged on a sample of at most 32 neighbour pairs
+        # (only speed depends on it): then one view per key, at C speed.
+        sample = range(0, count - 1, max(1, (count - 1) // 32))
+        if one_chunk and sum(slots[i + 1] - slots[i] == 1 for i in sample) * 4 < len(sample):
+            starts = list(map(mul, slots, repeat(nbytes)))
+            return list(map(self._base.__getitem__, map(slice, starts, map(add, starts, repeat(nbytes)))))
+        steps = map(sub, islice(slots, 1, None), slots)
+        bounds = [0, *compress(range(1, count), map((1).__ne__, steps)), count]
         if one_chunk:
             base = self._base
             return [base[slots[a] * nbytes : (slots[b - 1] + 1) * nbytes] for a, b in pairwise(bounds)]
