@@ -11,7 +11,7 @@ properties, buffer exports, ``__hash__`` of str subclasses) runs inside
 ``check_batch``, before the store changes anything.
 
 Which inputs are accepted and which error wins follow
-``auxspec.binding`` and the model's ``strict`` profile: the batch shape,
+``auxspec.reference.binding`` and the model's ``strict`` profile: the batch shape,
 then each object's key, then its payload (type, then length), then the
 retain keys, then the release keys. Every rejection is a ``TypeError`` or
 ``ValueError`` whose message is readable whatever the bad value is (its
