@@ -144,7 +144,7 @@ def run_traced(
     and the exception the call ended with (None if it returned); the injected
     exception, if it fired, is among them."""
     tracer = _LineTracer(files, stop, exc_type, opcodes)
-    old = sys.gettrace()
+    old, old_threads = sys.gettrace(), threading.gettrace()  # coverage's own tracers, say
     sys.settrace(tracer.global_trace)
     if threads:
         threading.settrace(tracer.global_trace)
@@ -155,7 +155,7 @@ def run_traced(
     finally:
         sys.settrace(old)
         if threads:
-            threading.settrace(None)  # type: ignore[arg-type]
+            threading.settrace(old_threads)  # type: ignore[arg-type]
     return tracer.count, None
 
 

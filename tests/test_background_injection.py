@@ -211,6 +211,7 @@ def _scenario(name: str, bound: int, delay: float, ops: list[tuple[Any, ...]], i
     """The run's body, on its own thread: construct, call, interrupt, recover."""
     injector.owner = threading.get_ident()
     inner = run.inner = Recorder(delay)
+    old, old_threads = sys.gettrace(), threading.gettrace()  # coverage's own tracers, say
     sys.settrace(injector.trace)
     threading.settrace(injector.trace)
     store: BackgroundBlockObjectStore | None = None
@@ -219,7 +220,7 @@ def _scenario(name: str, bound: int, delay: float, ops: list[tuple[Any, ...]], i
         try:
             store = BackgroundBlockObjectStore(inner, max_pending_batches=bound)
         finally:
-            threading.settrace(None)
+            threading.settrace(old_threads)  # type: ignore[arg-type]
         run.writer, run.shared = store._thread, store._s
         for op in ops:
             if op[0] == "drop":
@@ -241,7 +242,7 @@ def _scenario(name: str, bound: int, delay: float, ops: list[tuple[Any, ...]], i
             raise
         run.interrupted = op if store is not None else ("new",)
     finally:
-        sys.settrace(None)
+        sys.settrace(old)
         injector.active = False
     # Recovery, untraced: every call must finish.
     if store is not None and not dropped:
