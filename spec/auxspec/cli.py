@@ -11,6 +11,7 @@ import json
 import sys
 import time
 from dataclasses import replace
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ REGRESSIONS = BUNDLED_VECTORS / "regressions"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="auxspec", description="Verify auxiliary-output stores against the spec.")
+    parser.add_argument("--version", action="version", version=f"auxspec {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     check = commands.add_parser(
@@ -348,6 +350,13 @@ def _vectors(args: argparse.Namespace) -> int:
     if cov.missing:
         print("not covered: " + ", ".join(cov.missing))
     return 1 if bad or cov.percent < args.min_coverage else 0
+
+
+def _version() -> str:
+    try:
+        return metadata.version("auxstore")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "(not installed)"
 
 
 def _as_json(value: object) -> object:
