@@ -10,6 +10,7 @@ state a trace can leave: where the part it breaks is missing, it makes one.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -93,6 +94,44 @@ STORE: tuple[Callable[[Any], None], ...] = (
 )
 
 
+# The chunk table (each chunk's first slot, its mapping, its view, the slots
+# mapped). Kept out of ``STORE`` so the invariants corpus keeps choosing the
+# corruptions it chose (``which`` is taken modulo ``len(STORE)``);
+# tests/test_store_rare_paths.py applies them to stores with one chunk and
+# with several.
+
+
+def _chunk_table_of_two_lengths(store: Any) -> None:
+    store._chunk_starts.append(store._allocated)  # a start with no chunk
+
+
+def _chunk_of_another_size(store: Any) -> None:
+    store._allocated += 1  # the last chunk now claims a slot it does not map
+
+
+def _more_slots_made_than_mapped(store: Any) -> None:
+    if store._allocated < store._capacity:
+        store._made = store._allocated + 1
+        return
+    # Every slot is mapped: map the last chunk again one slot bigger, so the
+    # table is consistent but holds more slots than capacity.
+    nbytes, last = store._object_nbytes, len(store._chunks) - 1
+    bigger = mmap.mmap(-1, len(store._chunks[last]) + nbytes)
+    bigger[: len(store._chunks[last])] = store._chunks[last][:]
+    store._chunks[last] = bigger
+    store._bases[last] = memoryview(bigger)
+    if last == 0:
+        store._arena, store._base = bigger, store._bases[0]
+    store._allocated += 1
+
+
+CHUNK_TABLE: tuple[Callable[[Any], None], ...] = (
+    _chunk_table_of_two_lengths,
+    _chunk_of_another_size,
+    _more_slots_made_than_mapped,
+)
+
+
 def corrupt_store(store: Any, which: int) -> str:
     """Apply corruption ``which`` (modulo their number) to ``store``; its name.
     A closed store has one thing to break: it must hold nothing."""
@@ -127,4 +166,4 @@ MODEL: tuple[tuple[str, Callable[[State], State], str], ...] = (
 )
 
 
-__all__ = ["MODEL", "STORE", "corrupt_store"]
+__all__ = ["CHUNK_TABLE", "MODEL", "STORE", "corrupt_store"]
