@@ -11,6 +11,8 @@ there is a bug to find.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -101,3 +103,69 @@ def test_the_docstring_sequence_tells_the_port_from_the_spec(path: Path) -> None
     step = first_difference(expected, actual)
     assert step is not None, f"{path.stem} agrees with the spec on its own scenario: {actual}"
     print(f"{path.stem}: step {step} {scenario[step][0]}: spec {expected[step]!r:.60}, port {actual[step]!r:.60}")
+
+
+EXEC_PORTS = [p for p in PORTS if 'DRIVE = "exec"' in p.read_text()]
+_KINDS = {
+    "capacity": "store",
+    "missing": "store",
+    "unreferenced": "unreferenced",
+    "closed": "closed",
+    "type": "type",
+    "payload": "value",
+    "buffer": "value",
+    "config": "value",
+}
+
+
+def _over_protocol(path: Path, scenario: list[Any]) -> list[Outcome]:
+    """The scenario as port-protocol requests to ``auxspec serve PATH``."""
+    requests: list[dict[str, Any]] = []
+    for step in scenario:
+        op: dict[str, Any]
+        if step[0] == "new":
+            op = {"op": "new", "max_bytes": step[1], "object_nbytes": step[2]}
+        elif step[0] == "put":
+            op = {
+                "op": "put",
+                "objects": [[k, p.hex()] for k, p in step[1]],
+                "retain": list(step[2]) if len(step) > 2 else [],
+                "release": list(step[3]) if len(step) > 3 else [],
+            }
+        elif step[0] == "get":
+            op = {"op": "get", "keys": list(step[1])}
+        elif step[0] == "close":
+            op = {"op": "close"}
+        else:
+            raise AssertionError(f"an exec port's scenario has a step the protocol lacks: {step!r}")
+        requests.append({"id": len(requests) + 1, **op})
+    done = subprocess.run(
+        [sys.executable, "-m", "auxspec.cli", "serve", str(path)],
+        input="".join(json.dumps(r) + "\n" for r in requests),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    outcomes: list[Outcome] = []
+    for request, line in zip(requests, done.stdout.splitlines(), strict=True):
+        answer = json.loads(line)
+        assert answer["id"] == request["id"]
+        if "error" in answer:
+            outcomes.append(("err", _KINDS[answer["error"]]))
+        elif request["op"] == "get":
+            outcomes.append(("ok", bytes.fromhex(answer["ok"])))
+        else:
+            outcomes.append(("ok", answer["ok"]))
+    return [None if step[0] == "new" else o for step, o in zip(scenario, outcomes, strict=True)]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("path", EXEC_PORTS, ids=[p.stem for p in EXEC_PORTS])
+def test_an_exec_port_shows_its_bug_over_the_protocol(path: Path) -> None:
+    port = _load(path)
+    scenario = list(port.SCENARIO)
+    expected = _reference(scenario, port.PROFILE)
+    served = _over_protocol(path, scenario)
+    assert served == _outcomes(scenario, port.BlockObjectStore, None)
+    assert first_difference(expected, served) is not None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import subprocess
 import sys
 import tempfile
@@ -149,6 +150,19 @@ def _cell(port: Port, seed: int) -> str:
     return f"{word} {seconds:.0f} s"
 
 
+def render(ports: list[Port], logs: list[Path], max_time: float) -> int:
+    by_name = {p.name: p for p in ports}
+    seeds: set[int] = set()
+    for path in logs:
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if row["port"] in by_name:
+                by_name[row["port"]].results[row["seed"]] = (row["result"], row["seconds"])
+                seeds.add(row["seed"])
+    print(table(ports, sorted(seeds), max_time), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
@@ -157,8 +171,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="port names (file stems) to run")
     parser.add_argument("--kind", choices=("buggy", "rewrite"), help="run only the buggy ports or only the rewrites")
     parser.add_argument("--out", type=Path, help="also write the table here (rewritten after every run)")
+    parser.add_argument("--log", type=Path, help="append each result to this JSON Lines file")
+    parser.add_argument(
+        "--render",
+        type=Path,
+        nargs="+",
+        help="run nothing: print the table of results in these --log files (the last result per port and seed wins)",
+    )
     args = parser.parse_args(argv)
     ports = discover()
+    if args.render:
+        return render(ports, args.render, args.max_time)
     if args.kind:
         ports = [p for p in ports if p.kind == args.kind]
     if args.only:
@@ -168,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
             port.results[seed] = run(port, seed, args.max_time, args.slack)
             result, seconds = port.results[seed]
             print(f"{port.name} seed {seed}: {result} in {seconds:.1f} s", file=sys.stderr, flush=True)
+            if args.log:
+                with args.log.open("a") as log:
+                    row = {"port": port.name, "seed": seed, "result": result, "seconds": seconds}
+                    log.write(json.dumps(row) + "\n")
             if args.out:
                 args.out.write_text(table(ports, args.seeds, args.max_time))
     print(table(ports, args.seeds, args.max_time), end="")

@@ -1,9 +1,9 @@
-"""The reference count lives in a 2-bit field: a 4th retain wraps it to 0,
-which drops the pin silently (no terminal move), so a key held 4 times can be
+"""The reference count lives in a 3-bit field: an 8th retain wraps it to 0,
+which drops the pin silently (no terminal move), so a key held 8 times can be
 evicted.
 
-Dimension: pin counts above 2 (needs a count of 4).
-Exposed by: store(max_bytes=1, object_nbytes=1); put [a] retain a x4;
+Dimension: pin counts above 2 (needs a count of 8).
+Exposed by: store(max_bytes=1, object_nbytes=1); put [a] retain a x8;
 put [b] (spec: capacity error, a is pinned; port: evicts a); get [a].
 """
 
@@ -23,7 +23,7 @@ DRIVE = "python"
 
 class BlockObjectStore(PlainStore):
     def _retain_one(self, refs: dict[str, int], key: str) -> None:
-        count = (self._count(refs, key) + 1) & 3
+        count = (self._count(refs, key) + 1) & 7
         if count:
             refs[key] = count
         else:
@@ -32,7 +32,7 @@ class BlockObjectStore(PlainStore):
 
 SCENARIO = [
     ("new", 1, 1),
-    ("put", [("a", b"\x01")], ["a"] * 4, []),
+    ("put", [("a", b"\x01")], ["a"] * 8, []),
     ("put", [("b", b"\x02")]),
     ("get", ["a"]),
 ]
