@@ -75,7 +75,10 @@ def discover() -> list[Port]:
 
 
 def command(port: Port, seed: int, max_time: float, out: Path) -> list[str]:
-    target = ["--exec", f"{AUXSPEC} serve {port.path}"] if port.drive == "exec" else [str(port.path)]
+    # A port process gets 30 s per op rather than 5: on a loaded machine the
+    # first answer (the process starting up) can take longer than 5 s.
+    exec_args = ["--exec", f"{AUXSPEC} serve {port.path}", "--op-timeout", "30"]
+    target = exec_args if port.drive == "exec" else [str(port.path)]
     return [
         str(AUXSPEC),
         "verify",

@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from collections.abc import Iterable
+from typing import Any
 
 from _vllm import vllm
 
@@ -32,6 +33,20 @@ class BlockObjectStore(vllm.BlockObjectStore):  # type: ignore[misc,name-defined
             ordered.sort()
         terminal: list[str] = super()._release(ordered)
         return terminal
+
+    def read_into(self, keys: Any, buffer: Any) -> int:
+        """What the port protocol asks of every port: get_concatenated into a buffer."""
+        if self._arena is None:
+            raise RuntimeError("auxiliary output store is closed")
+        view = memoryview(buffer).cast("B")
+        wanted = list(keys)
+        if any(key not in self._lru for key in wanted):
+            raise vllm.BlockObjectStoreError("auxiliary output object does not exist")
+        if len(wanted) * self.object_nbytes > view.nbytes:
+            raise ValueError("buffer too small")
+        data: bytes = self.get_concatenated(wanted)
+        view[: len(data)] = data
+        return len(data)
 
 
 KEYS = list("edcba")
