@@ -1,10 +1,10 @@
-"""Objects of 1 KiB or more are kept run-length encoded with a one-byte run
+"""Objects larger than a page (4 KiB) are kept run-length encoded with a one-byte run
 length; a run longer than 255 bytes is clipped instead of split, so the rest
 of the object shifts left and the read is padded with zeros.
 
 Dimension: big or unusual payloads (long runs of one byte value).
-Exposed by: store(max_bytes=1024, object_nbytes=1024); put [a=07*1024];
-get [a] (spec: 1024 x 07; port: 255 x 07 then zeros).
+Exposed by: store(max_bytes=5000, object_nbytes=5000); put [a=07*5000];
+get [a] (spec: 5000 x 07; port: 255 x 07 then zeros).
 """
 
 from __future__ import annotations
@@ -48,19 +48,19 @@ class BlockObjectStore(PlainStore):
         self._packed: dict[int, bytes] = {}
 
     def _write_slot(self, slot: int, data: Any) -> None:
-        if self.object_nbytes >= 1024:
+        if self.object_nbytes > 4096:
             self._packed[slot] = _encode(bytes(data))
         else:
             super()._write_slot(slot, data)
 
     def _read_slot(self, slot: int) -> bytes:
-        if self.object_nbytes >= 1024:
+        if self.object_nbytes > 4096:
             return _decode(self._packed[slot], self.object_nbytes)
         return super()._read_slot(slot)
 
 
 SCENARIO = [
-    ("new", 1024, 1024),
-    ("put", [("a", b"\x07" * 1024)]),
+    ("new", 5000, 5000),
+    ("put", [("a", b"\x07" * 5000)]),
     ("get", ["a"]),
 ]

@@ -1,10 +1,10 @@
-"""Zero copy for big objects: a payload of 4 KiB or more given as a
+"""Zero copy for big objects: a payload of more than 4 KiB given as a
 bytearray or memoryview is kept by reference instead of copied, so a caller
 that reuses its buffer after the put changes the stored object.
 
-Dimension: big or unusual payloads (object_nbytes >= 4096, mutable payload).
-Exposed by: store(max_bytes=4096, object_nbytes=4096); buf = bytearray(01*4096);
-put [a=buf]; buf[:] = 02*4096; get [a] (spec: 01s; port: 02s).
+Dimension: big or unusual payloads (object_nbytes > 4096, mutable payload).
+Exposed by: store(max_bytes=8192, object_nbytes=8192); buf = bytearray(01*8192);
+put [a=buf]; buf[:] = 02*8192; get [a] (spec: 01s; port: 02s).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class BlockObjectStore(PlainStore):
         self._borrowed: dict[int, memoryview] = {}
 
     def _payload_of(self, payload: Any) -> Any:
-        if self.object_nbytes >= 4096 and isinstance(payload, (bytearray, memoryview)):
+        if self.object_nbytes > 4096 and isinstance(payload, (bytearray, memoryview)):
             return memoryview(payload)
         return super()._payload_of(payload)
 
@@ -49,11 +49,11 @@ class BlockObjectStore(PlainStore):
 
 
 def _reused_buffer(store: Any) -> bytes:
-    buf = bytearray(b"\x01" * 4096)
+    buf = bytearray(b"\x01" * 8192)
     store.put([BlockObject("a", buf)])  # type: ignore[arg-type]
-    buf[:] = b"\x02" * 4096
+    buf[:] = b"\x02" * 8192
     data: bytes = store.get_concatenated(["a"])
     return data
 
 
-SCENARIO = [("new", 4096, 4096), ("do", _reused_buffer)]
+SCENARIO = [("new", 8192, 8192), ("do", _reused_buffer)]
