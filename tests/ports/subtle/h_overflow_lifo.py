@@ -1,0 +1,51 @@
+"""Non-blocking backpressure: when the queue is full a put parks its batch on
+an overflow list and returns; the writer refills the queue from that list,
+but from its newest end, so parked batches are applied out of order.
+
+Dimension: background store with a full writer queue (needs 2 batches parked).
+Exposed by: background(max_pending_batches=1), writer held; put [x]; (busy)
+put [y] (queued); put [a=02], put [a=03] (both parked); let the writer go;
+get [a] (spec: 02, first write wins; port: 03).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from collections import deque
+
+from _bg import Batch, BlockObjectStore, LoopStore
+
+DIMENSION = "background full queue"
+PROFILE = "strict"
+DRIVE = "python"
+__all__ = ["BackgroundBlockObjectStore", "BlockObjectStore"]
+
+
+class BackgroundBlockObjectStore(LoopStore):
+    def _when_full(self, batch: Batch) -> bool:
+        with self._lock:
+            self._overflow.append(batch)
+        return True
+
+    def _take(self, queue: deque[Batch]) -> Batch:
+        batch = queue.popleft()
+        if self._overflow:
+            queue.append(self._overflow.pop())
+        return batch
+
+
+SCENARIO = [
+    ("bg", 4, 1, 1),
+    ("hold",),
+    ("put", [("x", b"\x09")]),
+    ("started", 1),
+    ("put", [("y", b"\x08")]),
+    ("allow_later", 10, 0.5),
+    ("put", [("a", b"\x02")]),
+    ("put", [("a", b"\x03")]),
+    ("get", ["a"]),
+]
