@@ -475,11 +475,6 @@ def _line_of(function: Callable[..., object], text: str) -> int:
     return matches[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: _write_loop checks the latch only at the top of its loop, so a batch that arrives "
-    "while it waits idle after latching is popped and applied (the model skips it)",
-)
 @pytest.mark.timeout(30)
 def test_a_put_racing_a_latch_is_skipped() -> None:
     """The writer latches a failure between a put's check of the latch and its

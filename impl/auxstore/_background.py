@@ -191,6 +191,12 @@ def _write_loop(shared: _Shared) -> None:
                 return  # stopping, and everything queued is done
         shared.busy = True  # before the pop: the owner never sees an empty queue and an idle writer early
         objects, retains, releases = queue.popleft()
+        if shared.error is not None:
+            # Latched since this batch was queued (an owner that checked the
+            # latch just before it was set appends just after): it is behind
+            # the failure, so it is skipped, with everything queued after it.
+            queue.clear()
+            continue
         if shared.owner_waits:
             shared.owner_wake.put(None)  # a slot is free
         try:
