@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +24,7 @@ from auxspec.engine.compare import observed
 from auxspec.engine.expect import initial_state
 from auxspec.engine.ops import ALL, Get, Put, Trace
 from auxspec.engine.table import step
+from auxspec.engine.target import load_upstream
 from auxspec.models import sequential as model
 from auxspec.reference.store import observe
 
@@ -115,3 +118,42 @@ def test_under_upstream_an_over_release_makes_pinned_order_observable() -> None:
     evict = Trace("upstream", 2, 1, (unpin, Put((("c", b"3"),)), Get(("a",))))
     assert _run(state, evict)[-1] != _run(other, evict)[-1]  # a is evicted in one, kept in the other
     assert observed(observe(state), exact_order=True) != observed(observe(other), exact_order=True)
+
+
+def test_under_upstream_a_scan_that_moves_pinned_keys_is_told_apart_by_calls() -> None:
+    # vLLM's eviction scan patched to move each pinned key it passes to the
+    # most-recent end (so the next scan skips it): under upstream an
+    # over-release then unpins without a terminal move, and an eviction and a
+    # read tell the patched store from vLLM's. So verify flags it there.
+    module = load_upstream()
+    if module is None:
+        pytest.skip("vLLM's module (../shared/upstream) is not available")
+
+    class MovesPinned(module.BlockObjectStore):  # type: ignore[misc,name-defined]
+        def _evict_to_fit(self, protected: set[str]) -> None:
+            for key in [k for k in self._lru if k in self._references and k not in protected]:
+                self._lru.move_to_end(key)
+            super()._evict_to_fit(protected)
+
+    calls = [
+        lambda s: s.put([module.BlockObject("a", b"1")], retain_keys=["a"]),
+        lambda s: s.put([module.BlockObject("b", b"2")]),
+        lambda s: s.put([module.BlockObject("c", b"3")]),  # the scan passes a (pinned), evicts b
+        lambda s: s.put([], release_keys=["a", "a"]),  # a reaches zero, then KeyError: no terminal move
+        lambda s: s.put([module.BlockObject("d", b"4")]),  # evicts the least recent unpinned key
+        lambda s: s.get_concatenated(["a"]),
+    ]
+
+    def outcomes(store: Any) -> list[object]:
+        seen: list[object] = []
+        for call in calls:
+            try:
+                seen.append(call(store))
+            except (KeyError, module.BlockObjectStoreError) as error:
+                seen.append(type(error).__name__)
+        return seen
+
+    plain = outcomes(module.BlockObjectStore(max_bytes=2, object_nbytes=1))
+    patched = outcomes(MovesPinned(max_bytes=2, object_nbytes=1))
+    assert plain[-1] == "BlockObjectStoreError"  # vLLM evicted a
+    assert patched[-1] == b"1"  # the patched store evicted c and kept a

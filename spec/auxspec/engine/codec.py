@@ -100,6 +100,7 @@ class _Reading:
     scale: int = 1  # lists read up to scale x their kind's most
     pattern: int = 0  # payload bytes: 0 a fill byte repeated, 1 all 256 values from it, 2 sparse
     larger: bool = False  # read_into buffers may be larger than the bytes read
+    retained: list[KeyValue] = field(default_factory=list)  # scaled: retained since the last echo
 
 
 def decode(data: bytes, profile: str = "strict", features: Features = ALL) -> Trace:
@@ -179,7 +180,7 @@ SCALED = 192  # first-byte values from here to SPECIAL_SIZES: the scaled scope
 MAX_SCALED_OPS = 256
 MOST_SLOTS = 96
 MOST_NBYTES = 12 * 1024
-KEY_STYLES = ("short", "long", "non-ascii", "look-alike", "mixed")
+KEY_STYLES = ("short", "long", "non-ascii", "look-alike", "spaced", "mixed")
 _ALL_BYTES = bytes(range(256)) * 2
 
 
@@ -197,8 +198,9 @@ def _scaled(src: _Bytes, selector: int, profile: str, features: Features, invali
     times the capacity, at most 255 keys), the key style and payload pattern,
     and the swarm mask: which of get, read_into, the observations, close, puts
     of pins only and puts of releases only are on, whether ops come in runs,
-    and how long key lists may be (up to four times the classic lengths, so
-    counts climb well past 2 and come back down).
+    and how long key lists may be (up to eight times the classic lengths, so
+    counts climb well past 2 and come back down, and one put may end many
+    counts at once).
     """
     capacity = _log_scale(src.next(), MOST_SLOTS)
     object_nbytes = _log_scale(src.next(), MOST_NBYTES)
@@ -208,7 +210,7 @@ def _scaled(src: _Bytes, selector: int, profile: str, features: Features, invali
     mask = src.next() | (selector & 1) << 8  # the selector's low bit: runs
     names = _key_table(KEY_STYLES[style % len(KEY_STYLES)], pool, invalid)
     reading = _Reading(src, object_nbytes, invalid, python, names)
-    reading.scale = 1 + (mask >> 6 & 3)
+    reading.scale = 1 << (mask >> 6 & 3)  # lists up to 1, 2, 4 or 8 times the classic lengths
     reading.pattern = style // len(KEY_STYLES) % 3
     reading.larger = True
     ops = _read_ops(reading, profile, features, _swarm(mask & 63), MAX_SCALED_OPS, runs=bool(mask >> 8))
@@ -253,13 +255,15 @@ def _key_table(style: str, pool: int, invalid: bool) -> tuple[KeyValue, ...]:
 
 def _key_of(style: str, index: int) -> str:
     if style == "mixed":
-        style = KEY_STYLES[index % 4]
+        style = KEY_STYLES[index % (len(KEY_STYLES) - 1)]
     if style == "long":  # long, sharing a long prefix: only the end tells them apart
         return "aux/" + "layer-0/" * 24 + f"block-{index:04d}"
     if style == "non-ascii":
         return f"ключ-{index}-é🔑"
     if style == "look-alike":  # pairs that look the same: NFC and NFD, a zero-width joiner
         return ("\u00e9" if index % 2 else "e\u0301") + ("\u200d" * (index // 2 % 2)) + str(index // 4)
+    if style == "spaced":  # the empty key, and keys that differ only in white space
+        return "" if index == 0 else " " * (index % 3) + f"k{index // 3}" + "\t" * (index // 3 % 2)
     return f"k{index}"
 
 
@@ -282,9 +286,15 @@ def _read_keys(kind: Keys, r: _Reading) -> Any:
     byte = r.src.next()
     if byte >= 250 and r.invalid and r.python:  # a count byte of 250 and up: a list of the wrong shape
         r.keys = Bad(BAD_LISTS[byte % 2])
+    elif r.scale > 1 and kind.role == "release" and byte % 16 == 15 and r.retained:
+        # Scaled: release what was retained since the last such release, so
+        # many counts return to zero in one put (0 -> 1 -> 0, many keys at once).
+        r.keys, r.retained = tuple(r.retained), []
     else:
         names, read = r.names, r.src.next
         r.keys = tuple([names[read()] for _ in range(byte % (kind.most * r.scale + 1))])
+        if r.scale > 1 and kind.role == "retain":
+            r.retained.extend(r.keys)
     return r.keys
 
 

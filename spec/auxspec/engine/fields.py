@@ -25,9 +25,11 @@ class Key:
 @dataclass(frozen=True)
 class Keys:
     """A key list, or ``Bad`` (a ``str`` or an ``int`` where a list belongs);
-    the decoder reads at most ``most`` keys."""
+    the decoder reads at most ``most`` keys. ``role``: "retain" or "release"
+    for a put's pins (the scaled decoder releases what was retained)."""
 
     most: int
+    role: str = ""
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,12 @@ def _form(op: Any) -> str:
 TABLE: tuple[OpKind, ...] = (
     OpKind(
         Put,
-        (Field("objects", Batch(3)), Field("retain", Keys(2)), Field("release", Keys(2)), Field("form", Form())),
+        (
+            Field("objects", Batch(3)),
+            Field("retain", Keys(2, "retain")),
+            Field("release", Keys(2, "release")),
+            Field("form", Form()),
+        ),
         lambda m, s, op: m.put(s, model_items(op.objects), _keys(op.retain), _keys(op.release)),
         _put,
         lambda op: "put({}{}){}".format(

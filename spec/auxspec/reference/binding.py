@@ -128,6 +128,8 @@ def classify(op: str, error: BaseException) -> Kind | None:
         return Kind.TYPE
     if isinstance(error, ValueError):
         return {"new": Kind.CONFIG, "put": Kind.PAYLOAD, "read_into": Kind.BUFFER}.get(op)
-    if type(error) is RuntimeError:
+    # A port's own closed-store error may subclass RuntimeError; the
+    # interpreter's own subclasses are not a store's answer.
+    if isinstance(error, RuntimeError) and not isinstance(error, (RecursionError, NotImplementedError)):
         return Kind.CLOSED
     return None

@@ -1,8 +1,11 @@
 """vLLM's store patched so its eviction scan moves every pinned key it
 passes to the most-recent end, so the next scan does not pass it again (the
-optimization users ship against vLLM's O(pinned) eviction). No call can see
-the difference: a pinned key is never evicted, and it becomes evictable only
-through a release to zero, which moves it to the most-recent end anyway.
+optimization users ship against vLLM's O(pinned) eviction). Under strict no
+call could see the difference; under upstream one can: an over-release drops
+a count to zero and raises before any terminal move, so the key is evicted
+from where it stood while pinned (tests/test_canonical.py shows the calls).
+So `verify --profile upstream` flags it, rightly; the random ops of
+tests/test_rewrites_agree.py never take that path.
 
 Snapshot vs spec: pinned keys' order and position differ.
 """
