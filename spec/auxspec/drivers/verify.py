@@ -101,6 +101,14 @@ class Reach:
         return {**shown, "phases": self.phases, "not_reached": self.short_of()}
 
 
+def _judge(trace: Trace, target: Target, reach: Reach | None) -> Divergence | None:
+    """``compare``, recording what the trace reaches."""
+    if reach is None:
+        return compare(trace, target)
+    reach.trace(trace)
+    return compare(trace, target, reach.state)
+
+
 def replay(vector: traces.Vector, target: Target) -> Divergence | None:
     """Replay a vector's trace; its recorded expectations must match the spec's
     (``auxspec vectors --check`` proves that) and the target must match both."""
@@ -140,10 +148,7 @@ def explore(
         if progress and tried % 2000 == 0:
             progress(tried, max(deadline - time.monotonic(), 0.0))
         try:
-            trace = decode(data, profile, target.features)
-            if reach is not None:
-                reach.trace(trace)
-            found = compare(trace, target, reach.state if reach is not None else None)
+            found = _judge(decode(data, profile, target.features), target, reach)
         except PortBroken as error:
             broken.append(error)  # stop searching; reported once find() returns
             return False
@@ -203,9 +208,7 @@ def exhaust(
     for trace in exhaustive.traces(profile, scope=scope):
         if time.monotonic() > deadline:
             return None, scope
-        if reach is not None:
-            reach.trace(trace)
-        found = compare(trace, target, reach.state if reach is not None else None)
+        found = _judge(trace, target, reach)
         if found is not None and found.deviation not in known:
             return found, scope
     return None, scope

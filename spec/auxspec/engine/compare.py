@@ -15,10 +15,10 @@ from typing import Any
 
 from auxspec.engine import traces
 from auxspec.engine.deviations import deviation
-from auxspec.engine.expect import expected_new, initial_state
+from auxspec.engine.expect import initial_state, spec_steps
 from auxspec.engine.observable import observed
 from auxspec.engine.ops import Op, Trace
-from auxspec.engine.table import describe, invoke, step
+from auxspec.engine.table import describe, invoke
 from auxspec.engine.target import PortBroken, Target
 from auxspec.models.sequential import Err, Ok, Outcome, State
 from auxspec.reference import binding
@@ -122,7 +122,8 @@ def show(outcome: Outcome, snapshot: Snapshot | None) -> str:
 def compare(trace: Trace, target: Target, on_state: Callable[[State], None] | None = None) -> Divergence | None:
     """Run ``trace`` on the spec and on ``target``; the first disagreement.
     ``on_state`` sees each state the spec goes through (a scope report)."""
-    want_new = expected_new(trace)
+    built = initial_state(trace)
+    want_new: Outcome = built if isinstance(built, Err) else Ok()
     try:
         store, got_new = construct(target.factory, trace)
     except PortBroken as error:
@@ -143,18 +144,15 @@ def compare(trace: Trace, target: Target, on_state: Callable[[State], None] | No
         if wrong:
             return Divergence(trace, -1, "the store's sizes are the spec's", wrong, want_new)
         checker = getattr(store, "check_invariants", None)  # ports may offer it (auxstore does)
-        before = initial_state(trace)
-        assert isinstance(before, State)  # the store was built, as the spec says
-        for index, op in enumerate(trace.ops):
-            after, want = step(before, op)
+        assert isinstance(built, State)  # the store was built, as the spec says
+        for index, (before, after, want) in enumerate(spec_steps(trace, built)):
             if on_state is not None:
                 on_state(after)
-            found = check_step(store, op, want, observe(after), target, checker, trace.profile)
+            found = check_step(store, trace.ops[index], want, observe(after), target, checker, trace.profile)
             if found is not None:
                 return Divergence(
                     trace, index, found.expected, found.actual, want, found.got, found.got_snapshot, before
                 )
-            before = after
         try:
             repr(store)  # whatever state the trace left it in
         except Exception as error:

@@ -31,6 +31,21 @@ def expected_new(trace: Trace) -> Outcome:
     return built if isinstance(built, Err) else Ok()
 
 
+def spec_steps(trace: Trace, start: model.State) -> Iterator[tuple[model.State, model.State, Outcome]]:
+    """The spec's walk through ``trace`` from ``start``: per op, the state
+    before, the state after and the outcome. A broken model invariant is an
+    ``AssertionError``: the model itself is wrong, and no target can be
+    judged by it."""
+    state = start
+    for op in trace.ops:
+        after, outcome = step(state, op)
+        broken = model.violations(after)
+        if broken:
+            raise AssertionError(f"model invariant broken after {op}: {'; '.join(broken)}")
+        yield state, after, outcome
+        state = after
+
+
 def expected_outcomes(trace: Trace) -> Iterator[tuple[Outcome, Snapshot]]:
     """The spec's outcome and snapshot for each op of ``trace``, in order
     (nothing when the store cannot be built).
@@ -43,13 +58,8 @@ def expected_outcomes(trace: Trace) -> Iterator[tuple[Outcome, Snapshot]]:
     built = initial_state(trace)
     if isinstance(built, Err):
         return
-    state = built
-    for op in trace.ops:
-        state, outcome = step(state, op)
-        broken = model.violations(state)
-        if broken:  # the model itself is wrong: no target can be judged by it
-            raise AssertionError(f"model invariant broken after {op}: {'; '.join(broken)}")
-        yield outcome, observe(state)
+    for _, after, outcome in spec_steps(trace, built):
+        yield outcome, observe(after)
 
 
 # ------------------------------------------------------------ background
