@@ -94,13 +94,22 @@ def deviation(
         return fault
     if want.kind in _HALF_APPLIED and got == want and before is not None:
         # vLLM fails as the spec does, with part of the call applied: the state
-        # the upstream profile gives, in the strict form (pinned keys' order
-        # is not compared: an earlier half-applied move of pinned keys alone
-        # is no divergence under strict, so it may have left them otherwise).
+        # the upstream profile gives, with the order of the keys pinned before
+        # the call left out (under strict it was never compared, so an earlier
+        # half-applied move of pinned keys alone may have left them otherwise,
+        # and this call may unpin them without a terminal move).
         vllm_state = step(replace(before, profile="upstream"), op)[0]
-        if got_snapshot is None or observed(got_snapshot) == observed(observe(vllm_state)):
+        pinned = {key for key, _ in before.refs}
+        if got_snapshot is None or _unordered(got_snapshot, pinned) == _unordered(observe(vllm_state), pinned):
             return _HALF_APPLIED[want.kind]
     return None
+
+
+def _unordered(snapshot: Snapshot, keys: set[str]) -> tuple[object, ...]:
+    """``snapshot``'s observable form, with ``keys`` stored as a set."""
+    stored, _, counts, closed = observed(snapshot, exact_order=True)  # exact: every stored key, in order
+    ordered = tuple(entry for entry in stored if entry[0] not in keys)
+    return ordered, tuple(sorted(entry for entry in stored if entry[0] in keys)), counts, closed
 
 
 def _with_str_keys(before: State, op: Op) -> Outcome | None:
