@@ -161,7 +161,7 @@ def load_target(spec: str | None) -> Target:
         module = load_module_from_path(Path(name))
     else:
         try:
-            module = importlib.import_module(name)
+            module = _import_from_here(name)
         except ImportError as error:
             raise LookupError(f"cannot import {name!r}: {error}") from None
     if attr:
@@ -177,6 +177,21 @@ def load_target(spec: str | None) -> Target:
 
 
 _OBSERVATIONS = ("flush", "stats", "__len__", "__contains__", "__enter__", "__exit__")
+
+
+def _import_from_here(name: str) -> ModuleType:
+    """Import ``name`` as ``python -m`` would find it: the working directory
+    comes after the installed packages, so ``auxspec verify mypkg.store:MyStore``
+    finds the reader's own package (a console script does not put the working
+    directory on ``sys.path``) without shadowing an installed one."""
+    here = os.getcwd()
+    if here in sys.path or "" in sys.path:
+        return importlib.import_module(name)
+    sys.path.append(here)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(here)
 
 
 def features_of(cls: Any) -> Features:
