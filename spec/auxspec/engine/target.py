@@ -21,9 +21,11 @@ from types import ModuleType
 from typing import Any
 
 from auxspec.engine.ops import CORE, OBSERVE, PYTHON, READ_INTO, Features
+from auxspec.models.sequential import Kind
 from auxspec.reference.store import Snapshot as StoreSnapshot
 
 Observe = Callable[[Any], StoreSnapshot | None]
+Errors = tuple[tuple[type[BaseException], Kind], ...]
 BUNDLED = "auxstore"  # the module verified when no target is named
 
 
@@ -54,6 +56,9 @@ class Target:
     # Compare the recency order of pinned keys too (not observable by calls;
     # see engine.compare.observed), for a port author who wants it checked.
     exact_order: bool = False
+    # A port's own exception classes and the error kind each stands for,
+    # tried before the structural rules of reference.binding.classify.
+    errors: Errors = ()
 
 UPSTREAM_ENV = "AUXSTORE_UPSTREAM"
 _UPSTREAM_RELATIVE = Path("..") / "shared" / "upstream" / "vllm_store.py"
