@@ -117,6 +117,7 @@ class DifferentialMachine(RuleBasedStateMachine):
             self._check(op)
 
     def _check(self, op: Op) -> None:
+        __tracebackhide__ = True  # pytest: the divergence is the message, not this frame
         assert self.state is not None
         before = self.state
         self.state, want = step(self.state, op)
