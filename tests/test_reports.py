@@ -260,3 +260,19 @@ def test_a_port_missing_the_optional_methods_is_driven_with_what_it_has(tmp_path
         "    def close(self):\n        self._s.close()\n",
     )
     assert cli.main(["verify", str(port), "--max-time", "2", "--seed", "1"]) == 0
+
+
+def test_the_background_driver_takes_a_list_snapshot_too(tmp_path: Path) -> None:
+    from random import Random
+
+    from auxspec.drivers import gated
+    from auxspec.generators.background import background_scenario
+
+    port = _odd_port(tmp_path, CLEAN["snapshot as a list of lists"])
+    port.write_text(port.read_text() + "\n\nBackgroundBlockObjectStore = auxstore.BackgroundBlockObjectStore\n")
+    target = load_target(str(port))
+    assert target.background is not None
+    rng = Random(3)
+    for _ in range(8):
+        data = bytes(rng.randrange(256) for _ in range(rng.randrange(4, 60)))
+        gated.run_scenario(target, background_scenario(data, "strict"))  # a Violation would show the schedule
