@@ -276,3 +276,30 @@ def test_the_background_driver_takes_a_list_snapshot_too(tmp_path: Path) -> None
     for _ in range(8):
         data = bytes(rng.randrange(256) for _ in range(rng.randrange(4, 60)))
         gated.run_scenario(target, background_scenario(data, "strict"))  # a Violation would show the schedule
+
+
+def test_a_passing_run_prints_one_line_per_phase_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["verify", "auxstore", "--max-time", "3", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) <= 14, out  # one screen, with the background phase and the scope lines
+    assert not any("explored" in line and "traces," in line for line in lines[:-1]), out
+    assert lines[-1].startswith("conforms: ")
+
+
+def test_the_progress_bar_runs_on_a_terminal() -> None:
+    import io
+
+    from rich.console import Console
+
+    screen = io.StringIO()
+    bar = cli._Progress(enabled=True, console=Console(file=screen, force_terminal=True, width=80))
+    with bar:
+        bar.start("vectors", 3)
+        bar.update(2)
+        bar.start("random search", None, 10.0)
+        bar.left(4.0)
+        assert bar.bar.tasks[-1].completed == 6.0 and bar.bar.tasks[-1].description == "random search"
+        bar.bar.refresh()
+    assert len(bar.bar.tasks) == 1  # one bar at a time: a finished phase's bar is removed
+    assert "random search" in screen.getvalue()

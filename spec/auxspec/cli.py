@@ -423,14 +423,15 @@ class _Progress:
     """On a terminal, a ``rich`` progress bar per phase (gone when it ends);
     elsewhere nothing: a log gets the one line each phase prints."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, console: Any = None) -> None:
         self.bar: Any = None
         self.task: Any = None
         self.budget: float | None = None
         if enabled:
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(), transient=True)
+            columns = (TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn())
+            self.bar = Progress(*columns, transient=True, console=console)
 
     def __enter__(self) -> _Progress:
         if self.bar is not None:
