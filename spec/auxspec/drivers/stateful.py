@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from auxspec.engine.codec import decode
-from auxspec.engine.compare import Divergence, DivergenceFound, check_step, construct
+from auxspec.engine.compare import Divergence, DivergenceFound, check_step, compare, construct
 from auxspec.engine.expect import expected_new, initial_state
 from auxspec.engine.ops import Features, Op, Trace
 from auxspec.engine.table import step
@@ -139,7 +140,25 @@ class DifferentialMachine(RuleBasedStateMachine):
                 before,
                 found.want_snapshot,
             )
-            raise DivergenceFound(divergence.render())
+            raise DivergenceFound(_without_padding(divergence, self.target).render())
+
+
+def _without_padding(divergence: Divergence, target: Target) -> Divergence:
+    """The divergence on the trace with every op left out whose removal still
+    diverges (one pass, front to back, on fresh stores): what Hypothesis's
+    shrinking of the drawn bytes leaves in (empty puts, reads of nothing) is
+    not shown. The drawn divergence when a fresh store does not repeat it."""
+    shortest = divergence
+    ops = list(divergence.trace.ops[: divergence.step + 1])
+    at = 0
+    while at < len(ops) - 1 and len(ops) <= 64:
+        trace = replace(divergence.trace, ops=(*ops[:at], *ops[at + 1 :]))
+        again = compare(trace, target)
+        if again is not None and again.step >= 0:
+            shortest, ops = again, list(again.trace.ops[: again.step + 1])
+        else:
+            at += 1
+    return shortest
 
 
 def differential_machine(
