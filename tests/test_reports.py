@@ -303,3 +303,18 @@ def test_the_progress_bar_runs_on_a_terminal() -> None:
         bar.bar.refresh()
     assert len(bar.bar.tasks) == 1  # one bar at a time: a finished phase's bar is removed
     assert "random search" in screen.getvalue()
+
+
+def test_verify_takes_a_ports_own_exception_classes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "ports" / "own_errors"))
+    kinds = {"Full": "capacity", "NoSuchKey": "missing", "NotPinned": "unreferenced", "Closed": "closed"}
+    errors = [arg for name, kind in kinds.items() for arg in ("--error", f"myport:{name}={kind}")]
+    argv = ["verify", "myport:Store", "--max-time", "2", "--seed", "1", "--out", str(tmp_path / "d.jsonl")]
+    assert cli.main([*argv, *errors]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    assert cli.main(argv) == 1  # without them, its errors are of no kind
+    assert "unexpected myport.NoSuchKey: " in capsys.readouterr().out
+    assert cli.main([*argv, "--error", "myport:Full=full"]) == 2
+    assert "'full' is not an error kind" in capsys.readouterr().err

@@ -25,7 +25,7 @@ from auxspec.engine.deviations import DEVIATIONS
 from auxspec.engine.expect import expected_outcomes
 from auxspec.engine.ops import Trace
 from auxspec.engine.table import describe, trace_needs
-from auxspec.engine.target import Target, load_target
+from auxspec.engine.target import Target, errors_of, load_attribute, load_target
 from auxspec.engine.traces import TraceError, outcome_to_json
 from auxspec.generators import exhaustive
 from auxspec.teach import cli as teach_cli
@@ -66,6 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="after a divergence that is a documented deviation of vLLM from strict (docs/deviations.md), "
         "record it and search on for the others, so a vLLM-like target's report lists them all",
+    )
+    check.add_argument(
+        "--error",
+        dest="errors",
+        action="append",
+        default=[],
+        metavar="CLASS=KIND",
+        help="a port's own exception class (module:Class) and the error kind it stands for "
+        "(capacity, missing, unreferenced, closed, payload, type, buffer, config); repeatable",
     )
     check.add_argument(
         "--exact-order",
@@ -139,6 +148,8 @@ def _verify(args: argparse.Namespace) -> int:
             target = load_target(args.target)
         if args.exact_order:
             target = replace(target, exact_order=True)
+        if args.errors:
+            target = replace(target, errors=_errors(args.errors))
     except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
@@ -387,6 +398,20 @@ def _vectors(args: argparse.Namespace) -> int:
     if cov.missing:
         print("not covered: " + ", ".join(cov.missing))
     return 1 if bad or cov.percent < args.min_coverage else 0
+
+
+def _errors(given: list[str]) -> Any:
+    """``--error module:Class=kind`` options as ``Target.errors``."""
+    mapping = {}
+    for option in given:
+        name, equals, kind = option.rpartition("=")
+        if not equals:
+            raise LookupError(f"--error {option!r}: give it as module:Class=kind")
+        mapping[load_attribute(name)] = kind
+    try:
+        return errors_of(mapping)
+    except (TypeError, ValueError) as error:
+        raise LookupError(f"--error: {error}") from None
 
 
 def _version() -> str:

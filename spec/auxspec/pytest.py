@@ -27,7 +27,6 @@ port whose exceptions are its own classes names them with ``errors=``.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -41,7 +40,7 @@ from hypothesis import strategies as st
 from auxspec.drivers import gated, verify
 from auxspec.drivers.stateful import differential_machine
 from auxspec.engine.table import trace_needs
-from auxspec.engine.target import Errors, Target, features_of, load_module_from_path, load_target
+from auxspec.engine.target import Target, errors_of, features_of, load_attribute, load_target
 from auxspec.generators.background import background_scenario
 from auxspec.models.sequential import PROFILES, Kind
 
@@ -109,7 +108,7 @@ def target_of(
     else:
         raise TypeError(f"conformance() takes module:Class, a path, a class or a factory, not {type(target).__name__}")
     if errors:
-        found = replace(found, errors=_errors(errors))
+        found = replace(found, errors=errors_of(errors))
     if background is not None:
         found = replace(found, background=_background(background))
     return found
@@ -186,29 +185,10 @@ def _snapshot_of(cls: type) -> Callable[[Any], Any] | None:
     return None
 
 
-def _errors(errors: Mapping[type[BaseException], str | Kind]) -> Errors:
-    mapped = []
-    for cls, kind in errors.items():
-        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
-            raise TypeError(f"errors= maps exception classes to kinds; {cls!r} is not an exception class")
-        try:
-            mapped.append((cls, Kind(kind)))
-        except ValueError:
-            kinds = ", ".join(k.value for k in Kind)
-            raise ValueError(f"errors=: {kind!r} is not an error kind (one of {kinds})") from None
-    return tuple(mapped)
-
-
 def _background(background: str | Callable[..., Any]) -> Callable[..., Any]:
     if not isinstance(background, str):
         return background
-    name, _, attr = background.partition(":")
-    attr = attr or "BackgroundBlockObjectStore"
-    try:
-        module = load_module_from_path(Path(name)) if name.endswith(".py") else importlib.import_module(name)
-    except ImportError as error:
-        raise LookupError(f"cannot import {name!r}: {error}") from None
-    cls = getattr(module, attr, None)
+    cls = load_attribute(background if ":" in background else f"{background}:BackgroundBlockObjectStore")
     if not callable(cls):
-        raise LookupError(f"{name!r} has no class {attr!r}")
+        raise LookupError(f"{background!r} is not a class")
     return cls  # type: ignore[no-any-return]

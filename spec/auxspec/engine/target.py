@@ -209,3 +209,37 @@ def _observer(cls: Any) -> Observe | None:
     if hasattr(cls, "_evict_to_fit"):  # vLLM's module: read its private fields
         return observe_vllm
     return None
+
+
+def errors_of(errors: Any) -> Errors:
+    """``{exception class: kind}`` (a kind by its value, e.g. ``"capacity"``) as ``Target.errors``.
+
+    raises: TypeError (a key that is not an exception class), ValueError (a value that is no kind)
+    """
+    mapped = []
+    for cls, kind in dict(errors).items():
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            raise TypeError(f"errors map exception classes to kinds; {cls!r} is not an exception class")
+        try:
+            mapped.append((cls, Kind(kind)))
+        except ValueError:
+            kinds = ", ".join(k.value for k in Kind)
+            raise ValueError(f"{kind!r} is not an error kind (one of {kinds})") from None
+    return tuple(mapped)
+
+
+def load_attribute(spec: str) -> Any:
+    """``module:Name`` or ``path/to/file.py:Name``: that attribute.
+
+    raises: LookupError
+    """
+    name, _, attr = spec.partition(":")
+    if not attr:
+        raise LookupError(f"{spec!r}: name it as module:Name")
+    try:
+        module = load_module_from_path(Path(name)) if name.endswith(".py") else importlib.import_module(name)
+    except (ImportError, FileNotFoundError) as error:
+        raise LookupError(f"cannot import {name!r}: {error}") from None
+    if not hasattr(module, attr):
+        raise LookupError(f"{name!r} has no {attr!r}")
+    return getattr(module, attr)
