@@ -139,6 +139,7 @@ class DifferentialMachine(RuleBasedStateMachine):
                 found.got_snapshot,
                 before,
                 found.want_snapshot,
+                found.compared,
             )
             raise DivergenceFound(_without_padding(divergence, self.target).render())
 

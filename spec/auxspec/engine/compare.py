@@ -39,6 +39,7 @@ class Divergence:
     got_snapshot: Snapshot | None = None  # the target's state after the step, when it can be seen
     before: State | None = None  # the spec's state before the step
     want_snapshot: Snapshot | None = None  # the spec's state after the step, when the target's was compared
+    compared: bool = False  # the outcomes (and states) were compared: shown side by side
 
     @property
     def op(self) -> Op | None:
@@ -68,7 +69,7 @@ class Divergence:
         for index, op in enumerate(self.trace.ops[: self.step + 1]):
             mark = ">>" if index == self.step else "  "
             rows.append(f"{mark} {index + 1:>3}. {describe(op)}")
-        if self.want is not None and self.got is not None:
+        if self.compared and self.want is not None and self.got is not None:
             rows.extend(side_by_side(self))
         else:
             rows.append(f"  expected: {self.expected}")
@@ -91,11 +92,11 @@ class Divergence:
                 {"step": number, "call": describe(op), "op": traces.op_to_json(op)}
                 for number, op in enumerate(self.trace.ops[: self.step + 1], start=1)
             ],
-            "expected": _side_json(self.want, self.want_snapshot, self.expected),
-            "actual": _side_json(self.got, self.got_snapshot, self.actual),
-            "differs": [row.name for row in _rows(self) if row.differs] if self.got is not None else ["outcome"],
+            "expected": _side_json(self.want, self.want_snapshot, self.expected, self.compared),
+            "actual": _side_json(self.got, self.got_snapshot, self.actual, self.compared),
+            "differs": [row.name for row in _rows(self) if row.differs] if self.compared else ["outcome"],
         }
-        if self.want is not None and self.got is not None:
+        if self.compared:
             first = _payload_difference(self)
             if first is not None:
                 body["payload"] = first
@@ -111,6 +112,7 @@ class Mismatch:
     got: Outcome | None = None
     got_snapshot: Snapshot | None = None
     want_snapshot: Snapshot | None = None  # the spec's state after the step, when the target's is compared
+    compared: bool = False  # a difference of values (not a failure to produce one)
 
 
 class DivergenceFound(AssertionError):
@@ -322,13 +324,15 @@ def _json_scalar(value: Any) -> Any:
     return {"type": type(value).__name__}
 
 
-def _side_json(outcome: Outcome | None, snapshot: Snapshot | None, text: str) -> dict[str, Any]:
+def _side_json(outcome: Outcome | None, snapshot: Snapshot | None, text: str, compared: bool) -> dict[str, Any]:
     """One side of a divergence: the outcome (as in a vector file) and the
-    state, or, where the side had no outcome (an exception of no kind, a
-    broken port), what happened in words."""
+    state; where the difference is not one of values (an exception of no
+    kind, a broken port or invariant, an odd return), what happened in words."""
     if outcome is None:
         return {"outcome": None, "text": text}
     side: dict[str, Any] = {"outcome": traces.outcome_to_json(outcome)}
+    if not compared:
+        side["text"] = text
     if snapshot is not None:
         side["state"] = {
             "stored": [key for key, _ in snapshot.entries],
@@ -355,7 +359,13 @@ def compare(trace: Trace, target: Target, on_state: Callable[[State], None] | No
         return Divergence(trace, -1, str(traces.outcome_to_json(want_new)), shown, want_new)
     if got_new != want_new:
         return Divergence(
-            trace, -1, str(traces.outcome_to_json(want_new)), str(traces.outcome_to_json(got_new)), want_new, got_new
+            trace,
+            -1,
+            str(traces.outcome_to_json(want_new)),
+            str(traces.outcome_to_json(got_new)),
+            want_new,
+            got_new,
+            compared=True,
         )
     if store is None:
         return None
@@ -380,6 +390,7 @@ def compare(trace: Trace, target: Target, on_state: Callable[[State], None] | No
                     found.got_snapshot,
                     before,
                     found.want_snapshot,
+                    found.compared,
                 )
         try:
             repr(store)  # whatever state the trace left it in
@@ -430,12 +441,15 @@ def check_step(
             got,
             got_snapshot,
             want_snapshot if got_snapshot else None,
+            compared=True,
         )
     # Equal as given is equal in every form (the cheap test first: the fuzzers run it per op).
     if got_snapshot is not None and tuple(got_snapshot) != tuple(want_snapshot):
         exact = target.exact_order or profile != "strict"
         if exact or observed(got_snapshot) != observed(want_snapshot):
-            return Mismatch(show(want, want_snapshot), show(got, got_snapshot), got, got_snapshot, want_snapshot)
+            return Mismatch(
+                show(want, want_snapshot), show(got, got_snapshot), got, got_snapshot, want_snapshot, compared=True
+            )
     return None
 
 
