@@ -318,3 +318,12 @@ def test_verify_takes_a_ports_own_exception_classes(
     assert "unexpected myport.NoSuchKey: " in capsys.readouterr().out
     assert cli.main([*argv, "--error", "myport:Full=full"]) == 2
     assert "'full' is not an error kind" in capsys.readouterr().err
+
+
+def test_a_failure_to_produce_a_value_is_shown_in_words(tmp_path: Path) -> None:
+    body = "    def check_invariants(self):\n        raise AssertionError('slot table out of step')\n"
+    divergence = compare(Trace("strict", 4, 2, (Put((("a", b"xy"),)),)), load_target(str(_odd_port(tmp_path, body))))
+    assert divergence is not None
+    assert "actual:   check_invariants() failed: AssertionError: slot table out of step" in divergence.render()
+    shown = divergence.as_json()
+    assert shown["actual"]["text"].startswith("check_invariants() failed") and "payload" not in shown
