@@ -1,7 +1,7 @@
 /*
  * auxport: the auxiliary-output store in C11, speaking the JSON-lines port
  * protocol of docs/protocol.md on stdin/stdout, with the `strict` semantics of
- * spec/auxspec/models/sequential.py (DESIGN.md, "The semantics (normative)").
+ * spec/auxspec/models/sequential.py (docs/semantics.md teaches it).
  *
  * One request line in, one response line out. A line that is not a request of
  * the protocol (bad JSON, unknown op, a field of the wrong shape, an op before

@@ -25,7 +25,7 @@ from auxspec.engine.deviations import DEVIATIONS
 from auxspec.engine.expect import expected_outcomes
 from auxspec.engine.ops import Trace
 from auxspec.engine.table import describe, trace_needs
-from auxspec.engine.target import Target, load_target
+from auxspec.engine.target import Target, errors_of, load_attribute, load_target
 from auxspec.engine.traces import TraceError, outcome_to_json
 from auxspec.generators import exhaustive
 from auxspec.teach import cli as teach_cli
@@ -66,6 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="after a divergence that is a documented deviation of vLLM from strict (docs/deviations.md), "
         "record it and search on for the others, so a vLLM-like target's report lists them all",
+    )
+    check.add_argument(
+        "--error",
+        dest="errors",
+        action="append",
+        default=[],
+        metavar="CLASS=KIND",
+        help="a port's own exception class (module:Class) and the error kind it stands for "
+        "(capacity, missing, unreferenced, closed, payload, type, buffer, config); repeatable",
     )
     check.add_argument(
         "--exact-order",
@@ -139,6 +148,8 @@ def _verify(args: argparse.Namespace) -> int:
             target = load_target(args.target)
         if args.exact_order:
             target = replace(target, exact_order=True)
+        if args.errors:
+            target = replace(target, errors=_errors(args.errors))
     except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
@@ -153,29 +164,45 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, target: Target, vectors: list[traces.Vector], report: dict[str, Any]) -> int:
+    with _Progress(enabled=not args.json and sys.stdout.isatty()) as bar:
+        return _phases(args, target, vectors, report, bar)
+
+
+def _phases(
+    args: argparse.Namespace, target: Target, vectors: list[traces.Vector], report: dict[str, Any], bar: _Progress
+) -> int:
     say = _say(args.json)
     report["target"] = target.label
     say(f"verifying {target.label} against the {args.profile} spec")
 
     # A divergence that is a documented deviation of vLLM from strict is
-    # recorded and the search goes on for others; any other divergence ends it.
+    # recorded and the search goes on for others; any other divergence ends
+    # it, except in a vector under --keep-going: every failing vector is
+    # reported, then the search runs, then a summary.
     deviations: dict[str, Divergence] = {}
+    failing: list[tuple[traces.Vector, Divergence]] = []
+    report["failing_vectors"] = failing
     started = time.monotonic()
     # Vectors that use what the target lacks (read_into, observations, Python forms) are left out.
     usable = [v for v in vectors if trace_needs(v.trace) <= target.features]
+    bar.start("vectors", len(usable))
     for number, vector in enumerate(usable, start=1):
         divergence = verify.replay(vector, target)
+        bar.update(number)
         if divergence:
             say(f"vector {vector.name} ({number}/{len(usable)}) diverges")
-            if divergence.deviation is None or not args.keep_going:
+            if not args.keep_going:
                 return _diverged(args, report, divergence, say)
-            deviations.setdefault(divergence.deviation, divergence)
+            if divergence.deviation is None:
+                failing.append((vector, divergence))
+                say("  " + divergence.render().replace("\n", "\n  "))
+            else:
+                deviations.setdefault(divergence.deviation, divergence)
     report["vectors"] = len(usable)
-    say(f"{len(usable)} vectors replayed ({time.monotonic() - started:.1f} s)")
+    say(f"{len(usable)} vectors replayed ({time.monotonic() - started:.1f} s)" + _failing_count(failing, usable))
 
     def progress(tried: int, left: float) -> None:
-        if sys.stdout.isatty():  # a log gets one line per phase, not one per round
-            say(f"  explored {tried} traces, {left:.0f} s left")
+        bar.left(left)  # a log gets one line per phase, not one per round
 
     # A target with a background store gives a third of the time to its
     # interleavings; the rest goes to the sequential store: first every trace
@@ -186,6 +213,7 @@ def _check(args: argparse.Namespace, target: Target, vectors: list[traces.Vector
     reach = verify.Reach()
     report["scope"] = reach
     started, ops_before = time.monotonic(), reach.ops_run
+    bar.start("small scope", None, sequential_time / 4)
     while True:
         divergence, small = verify.exhaust(target, args.profile, sequential_time / 4, frozenset(deviations), reach)
         if divergence is None or divergence.deviation is None or not args.keep_going:
@@ -209,6 +237,7 @@ def _check(args: argparse.Namespace, target: Target, vectors: list[traces.Vector
         return _diverged(args, report, divergence, say)
     explored = 0
     started, ops_before = time.monotonic(), reach.ops_run
+    bar.start("random search", None, max(deadline - time.monotonic(), 0.0))
     while (left := deadline - time.monotonic()) > 0:
         divergence, tried = verify.explore(
             target, args.profile, left, args.seed, progress, known=frozenset(deviations), reach=reach
@@ -227,22 +256,46 @@ def _check(args: argparse.Namespace, target: Target, vectors: list[traces.Vector
         return _deviates(args, report, deviations, say)
     if background:
         say(f"background store: exploring writer schedules for {args.max_time - sequential_time:.0f} s")
+        bar.start("background", None, args.max_time - sequential_time)
         violation, scenarios = verify.explore_background(
             target, args.profile, args.max_time - sequential_time, args.seed, progress
         )
         report["background_explored"] = scenarios
         if violation:
             say(violation)
-            report.update(result="diverges", background=violation)
-            if args.json:
-                print(json.dumps(report, default=_as_json))
-            return 1
+            report.update(result="diverges", background={"violation": violation})
+            return _finish(args, report, 1, say)
         say(f"background store: {scenarios} scenarios agree with the background spec")
+    if failing:
+        report["result"] = "diverges"
+        return _finish(args, report, 1, say)
     report["result"] = "conforms"
     say(f"conforms: {len(usable)} vectors and {explored} explored traces agree with the spec")
+    return _finish(args, report, 0, say)
+
+
+def _failing_count(failing: list[tuple[traces.Vector, Divergence]], usable: list[traces.Vector]) -> str:
+    return f", {len(failing)} of {len(usable)} fail" if failing else ""
+
+
+def _finish(args: argparse.Namespace, report: dict[str, Any], code: int, say: Any) -> int:
+    """The summary of every failing vector (under --keep-going), then the JSON report."""
+    failing: list[tuple[traces.Vector, Divergence]] = report.get("failing_vectors", [])
+    if failing:
+        say(f"summary: {len(failing)} of {report.get('vectors', '?')} vectors fail:")
+        for vector, divergence in failing:
+            where = "building the store" if divergence.step < 0 else f"step {divergence.step + 1}"
+            differs = ", ".join(divergence.as_json()["differs"])
+            say(f"  {vector.name}: {where} ({differs} differs)")
+        code = 1
+        if report.get("result") == "deviates":
+            report["result"] = "diverges"  # a failing vector that is no documented deviation
+    report["failing_vectors"] = [
+        {"name": vector.name, "divergence": divergence.as_json()} for vector, divergence in failing
+    ]
     if args.json:
         print(json.dumps(report, default=_as_json))
-    return 0
+    return code
 
 
 def _write_shortest(divergence: Divergence, path: Path, name: str, label: str) -> None:
@@ -261,15 +314,12 @@ def _diverged(args: argparse.Namespace, report: dict[str, Any], divergence: Dive
     _write_shortest(divergence, args.out, "divergence", report["target"])
     say(f"written to {args.out}")
     say(teach_cli.pointer(args.out, args.target, args.exec_command))
-    report.update(result="diverges", step=divergence.step, expected=divergence.expected, actual=divergence.actual)
+    report.update(result="diverges", step=divergence.step + 1, divergence=divergence.as_json())
     report["trace"] = str(args.out)
-    if args.json:
-        print(json.dumps(report, default=_as_json))
-    return 1
+    return _finish(args, report, 1, say)
 
 
 def _deviates(args: argparse.Namespace, report: dict[str, Any], found: dict[str, Divergence], say: Any) -> int:
-
     say(f"{report['target']} departs from strict only in documented ways (docs/deviations.md):")
     listed = []
     for name in sorted(found):
@@ -279,11 +329,9 @@ def _deviates(args: argparse.Namespace, report: dict[str, Any], found: dict[str,
         say("  " + found[name].render().replace("\n", "\n  "))
         say(f"  written to {path}")
         say("  " + teach_cli.pointer(path, args.target, args.exec_command))
-        listed.append({"deviation": name, "trace": str(path)})
+        listed.append({"deviation": name, "trace": str(path), "divergence": found[name].as_json()})
     report.update(result="deviates", deviations=listed)
-    if args.json:
-        print(json.dumps(report, default=_as_json))
-    return 1
+    return _finish(args, report, 1, say)
 
 
 def _reproduce(args: argparse.Namespace) -> int:
@@ -352,6 +400,20 @@ def _vectors(args: argparse.Namespace) -> int:
     return 1 if bad or cov.percent < args.min_coverage else 0
 
 
+def _errors(given: list[str]) -> Any:
+    """``--error module:Class=kind`` options as ``Target.errors``."""
+    mapping = {}
+    for option in given:
+        name, equals, kind = option.rpartition("=")
+        if not equals:
+            raise LookupError(f"--error {option!r}: give it as module:Class=kind")
+        mapping[load_attribute(name)] = kind
+    try:
+        return errors_of(mapping)
+    except (TypeError, ValueError) as error:
+        raise LookupError(f"--error: {error}") from None
+
+
 def _version() -> str:
     try:
         return metadata.version("auxstore")
@@ -361,6 +423,8 @@ def _version() -> str:
 
 def _as_json(value: object) -> object:
     if isinstance(value, verify.Reach):
+        return value.as_json()
+    if isinstance(value, Divergence):
         return value.as_json()
     raise TypeError(f"{type(value).__name__} is not JSON")
 
@@ -378,6 +442,48 @@ def _say_reach(reach: verify.Reach, say: Any) -> None:
     short = reach.short_of()
     if short:
         say(f"scope NOT reached in this run: {'; '.join(short)}")
+
+
+class _Progress:
+    """On a terminal, a ``rich`` progress bar per phase (gone when it ends);
+    elsewhere nothing: a log gets the one line each phase prints."""
+
+    def __init__(self, enabled: bool, console: Any = None) -> None:
+        self.bar: Any = None
+        self.task: Any = None
+        self.budget: float | None = None
+        if enabled:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            columns = (TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn())
+            self.bar = Progress(*columns, transient=True, console=console)
+
+    def __enter__(self) -> _Progress:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def start(self, name: str, total: int | None, seconds: float | None = None) -> None:
+        """A phase of ``total`` steps, or of ``seconds`` of search."""
+        if self.bar is None:
+            return
+        if self.task is not None:
+            self.bar.remove_task(self.task)
+        self.budget = seconds
+        self.task = self.bar.add_task(name, total=total if total is not None else seconds)
+
+    def update(self, done: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
+    def left(self, seconds: float) -> None:
+        """A search with ``seconds`` left of its budget."""
+        if self.bar is not None and self.budget is not None:
+            self.bar.update(self.task, completed=max(self.budget - seconds, 0.0))
 
 
 def _say(quiet: bool) -> Any:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from auxspec.engine.expect import background_batch, background_step
+from auxspec.engine.observable import as_snapshot
 from auxspec.engine.ops import Close, Op, Put
 from auxspec.engine.table import describe as describe_op
 from auxspec.engine.table import invoke, kind_of
@@ -499,7 +500,13 @@ def upstream_target() -> Target | None:
 def _snapshot_of(target: Target) -> Callable[[Any], StoreSnapshot | None]:
     if target.observe is None:
         raise LookupError(f"{target.label}: the background driver needs to see the inner store (a snapshot())")
-    return target.observe
+    seen = target.observe
+
+    def snapshot(inner: Any) -> StoreSnapshot | None:
+        state = seen(inner)  # any sequence of three, as the sequential compare takes it
+        return None if state is None else as_snapshot(state)
+
+    return snapshot
 
 
 def _background_of(target: Target) -> Callable[..., Any]:

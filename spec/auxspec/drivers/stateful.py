@@ -37,17 +37,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from auxspec.engine.codec import decode
-from auxspec.engine.compare import Divergence, DivergenceFound, check_step, construct
+from auxspec.engine.compare import Divergence, DivergenceFound, check_step, compare, construct
 from auxspec.engine.expect import expected_new, initial_state
 from auxspec.engine.ops import Features, Op, Trace
 from auxspec.engine.table import step
-from auxspec.engine.target import Target, features_of
+from auxspec.engine.target import Errors, Target, features_of
 from auxspec.engine.traces import outcome_to_json
 from auxspec.models import sequential as model
 from auxspec.reference.store import Snapshot, observe
@@ -64,6 +65,9 @@ class DifferentialMachine(RuleBasedStateMachine):
     profile: ClassVar[str] = "strict"
     # The ops drawn; None: what the target's class offers.
     features: ClassVar[Features | None] = None
+    # A port's own exception classes and the error kind each stands for
+    # (auxspec.engine.target.Target.errors), tried before the structural rules.
+    errors: ClassVar[Errors] = ()
 
     def make_target(self, max_bytes: Any, object_nbytes: Any) -> Any:
         """The store under test, made with vLLM's constructor arguments."""
@@ -83,9 +87,9 @@ class DifferentialMachine(RuleBasedStateMachine):
         self.trace = decode(sizes, self.profile)
         self.store: Any = None
         self.state: model.State | None = None
-        self.target = Target("the machine's target", self.make_target, self.observe)
+        self.target = Target("the machine's target", self.make_target, self.observe, errors=self.errors)
         want = expected_new(self.trace)
-        store, got = construct(self.make_target, self.trace)
+        store, got = construct(self.make_target, self.trace, self.errors)
         if got != want:
             raise DivergenceFound(
                 f"building store(max_bytes={self.trace.max_bytes!r}, object_nbytes={self.trace.object_nbytes!r}): "
@@ -114,7 +118,9 @@ class DifferentialMachine(RuleBasedStateMachine):
             self._check(op)
 
     def _check(self, op: Op) -> None:
+        __tracebackhide__ = True  # pytest: the divergence is the message, not this frame
         assert self.state is not None
+        before = self.state
         self.state, want = step(self.state, op)
         broken = model.violations(self.state)
         if broken:
@@ -123,8 +129,37 @@ class DifferentialMachine(RuleBasedStateMachine):
         found = check_step(self.store, op, want, observe(self.state), self.target, checker, self.profile)
         self.trace = Trace(self.trace.profile, self.trace.max_bytes, self.trace.object_nbytes, (*self.trace.ops, op))
         if found is not None:
-            divergence = Divergence(self.trace, len(self.trace.ops) - 1, found.expected, found.actual, want)
-            raise DivergenceFound(divergence.render())
+            divergence = Divergence(
+                self.trace,
+                len(self.trace.ops) - 1,
+                found.expected,
+                found.actual,
+                want,
+                found.got,
+                found.got_snapshot,
+                before,
+                found.want_snapshot,
+                found.compared,
+            )
+            raise DivergenceFound(_without_padding(divergence, self.target).render())
+
+
+def _without_padding(divergence: Divergence, target: Target) -> Divergence:
+    """The divergence on the trace with every op left out whose removal still
+    diverges (one pass, front to back, on fresh stores): what Hypothesis's
+    shrinking of the drawn bytes leaves in (empty puts, reads of nothing) is
+    not shown. The drawn divergence when a fresh store does not repeat it."""
+    shortest = divergence
+    ops = list(divergence.trace.ops[: divergence.step + 1])
+    at = 0
+    while at < len(ops) - 1 and len(ops) <= 64:
+        trace = replace(divergence.trace, ops=(*ops[:at], *ops[at + 1 :]))
+        again = compare(trace, target)
+        if again is not None and again.step >= 0:
+            shortest, ops = again, list(again.trace.ops[: again.step + 1])
+        else:
+            at += 1
+    return shortest
 
 
 def differential_machine(
@@ -132,13 +167,15 @@ def differential_machine(
     *,
     profile: str = "strict",
     observe: Observer | None = None,
+    errors: Errors = (),
     name: str = "DifferentialStoreMachine",
 ) -> type[DifferentialMachine]:
     """A machine class comparing ``factory(max_bytes, object_nbytes)`` with the
     spec under ``profile``; its ``.TestCase`` is a unittest test case.
 
     ``observe(target)`` gives the target's snapshot; by default
-    ``target.snapshot()`` when it has one.
+    ``target.snapshot()`` when it has one. ``errors``: a port's own exception
+    classes and the error kind each stands for.
     """
     if profile not in model.PROFILES:
         raise ValueError(f"unknown profile {profile!r}; expected one of {model.PROFILES}")
@@ -146,7 +183,7 @@ def differential_machine(
     def make_target(self: DifferentialMachine, max_bytes: Any, object_nbytes: Any) -> Any:
         return factory(max_bytes, object_nbytes)
 
-    namespace: dict[str, Any] = {"profile": profile, "make_target": make_target}
+    namespace: dict[str, Any] = {"profile": profile, "make_target": make_target, "errors": tuple(errors)}
     if observe is not None:
         namespace["observe"] = lambda self, target: observe(target)
     return type(name, (DifferentialMachine,), namespace)

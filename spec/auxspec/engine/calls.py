@@ -16,6 +16,33 @@ from auxspec.engine.ops import Bad, Objects, ObjectValue
 from auxstore import BlockObject
 
 
+class OddReturn(Exception):
+    """A target's call returned what no caller of the store could use (a
+    ``str`` from ``get_concatenated``, a count that is not an int): a
+    divergence in itself, reported in one line naming the method."""
+
+
+def returned(method: str, value: object, wanted: str) -> OddReturn:
+    shown = repr(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    return OddReturn(f"{method} returned {type(value).__name__} {shown}, not {wanted}")
+
+
+def as_bytes(method: str, value: object) -> bytes:
+    """What a read returned, as bytes: any bytes-like object but ``str``."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise returned(method, value, "bytes")
+
+
+def as_count(method: str, value: object) -> int:
+    """A count a call returned (``read_into``'s bytes written, ``len``): an int, not a bool."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    raise returned(method, value, "an int")
+
+
 class _Loose:
     """A batch object that is not a ``BlockObject``: plain, mutable attributes."""
 

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from auxspec.engine import traces
+from auxspec.engine.calls import OddReturn
 from auxspec.engine.deviations import deviation
 from auxspec.engine.expect import initial_state, spec_steps
-from auxspec.engine.observable import observed
+from auxspec.engine.observable import as_snapshot, observed
 from auxspec.engine.ops import Op, Trace
 from auxspec.engine.table import describe, invoke
-from auxspec.engine.target import PortBroken, Target
-from auxspec.models.sequential import Err, Ok, Outcome, State
+from auxspec.engine.target import Errors, PortBroken, Target
+from auxspec.models.sequential import Err, Kind, Ok, Outcome, State
 from auxspec.reference import binding
 from auxspec.reference.store import Snapshot, observe
 
@@ -37,6 +38,8 @@ class Divergence:
     got: Outcome | None = None  # the target's, when it had one (not an exception of no kind)
     got_snapshot: Snapshot | None = None  # the target's state after the step, when it can be seen
     before: State | None = None  # the spec's state before the step
+    want_snapshot: Snapshot | None = None  # the spec's state after the step, when the target's was compared
+    compared: bool = False  # the outcomes (and states) were compared: shown side by side
 
     @property
     def op(self) -> Op | None:
@@ -53,6 +56,10 @@ class Divergence:
         return deviation(self.trace, self.step, self.want, self.got, self.got_snapshot, self.before)
 
     def render(self) -> str:
+        """The trace up to the diverging step, then the spec's side and the
+        target's side by side, each differing field marked ``*``; a payload
+        that differs is shown by its length, the first differing offset and
+        a short hex window around it (so objects of any size stay readable)."""
         where = "building the store" if self.step < 0 else f"step {self.step + 1} of {len(self.trace.ops)}"
         rows = [f"divergence at {where}:"]
         rows.append(
@@ -62,9 +69,38 @@ class Divergence:
         for index, op in enumerate(self.trace.ops[: self.step + 1]):
             mark = ">>" if index == self.step else "  "
             rows.append(f"{mark} {index + 1:>3}. {describe(op)}")
-        rows.append(f"  expected: {self.expected}")
-        rows.append(f"  actual:   {self.actual}")
+        if self.compared and self.want is not None and self.got is not None:
+            rows.extend(side_by_side(self))
+        else:
+            rows.append(f"  expected: {self.expected}")
+            rows.append(f"  actual:   {self.actual}")
         return "\n".join(rows)
+
+    def as_json(self) -> dict[str, Any]:
+        """The divergence with structured values (JSON types, no repr
+        strings); ``step`` is 1-based as in the text (0: building the store).
+        ``spec/auxspec/schemas/verify-report.schema.json`` describes it."""
+        body: dict[str, Any] = {
+            "step": self.step + 1,
+            "steps": len(self.trace.ops),
+            "store": {
+                "max_bytes": _json_scalar(self.trace.max_bytes),
+                "object_nbytes": _json_scalar(self.trace.object_nbytes),
+                "profile": self.trace.profile,
+            },
+            "ops": [
+                {"step": number, "call": describe(op), "op": traces.op_to_json(op)}
+                for number, op in enumerate(self.trace.ops[: self.step + 1], start=1)
+            ],
+            "expected": _side_json(self.want, self.want_snapshot, self.expected, self.compared),
+            "actual": _side_json(self.got, self.got_snapshot, self.actual, self.compared),
+            "differs": [row.name for row in _rows(self) if row.differs] if self.compared else ["outcome"],
+        }
+        if self.compared:
+            first = _payload_difference(self)
+            if first is not None:
+                body["payload"] = first
+        return body
 
 
 @dataclass(frozen=True)
@@ -75,6 +111,8 @@ class Mismatch:
     actual: str
     got: Outcome | None = None
     got_snapshot: Snapshot | None = None
+    want_snapshot: Snapshot | None = None  # the spec's state after the step, when the target's is compared
+    compared: bool = False  # a difference of values (not a failure to produce one)
 
 
 class DivergenceFound(AssertionError):
@@ -82,28 +120,32 @@ class DivergenceFound(AssertionError):
     harnesses' finding, the Hypothesis machine's failure)."""
 
 
-def construct(factory: Callable[[Any, Any], Any], trace: Trace) -> tuple[Any, Outcome]:
+def construct(factory: Callable[[Any, Any], Any], trace: Trace, errors: Errors = ()) -> tuple[Any, Outcome]:
     """Build the store ``trace`` starts from: the store (or None) and the outcome."""
     try:
         return factory(trace.max_bytes, trace.object_nbytes), Ok()
     except Exception as error:
-        kind = binding.classify("new", error)
+        kind = _kind("new", error, errors)
         if kind is None:
             raise
         return None, Err(kind)
 
 
-def apply(store: Any, op: Op) -> Outcome:
-    """Run ``op`` on ``store``; the outcome is the value or the error kind.
+def apply(store: Any, op: Op, errors: Errors = ()) -> Outcome:
+    """Run ``op`` on ``store``; the outcome is the value or the error kind
+    (``errors``: a port's own exception classes and their kinds, tried first).
 
     An exception that no kind stands for propagates, and so does an
     ``AssertionError`` for an error without a message: both are divergences
-    the caller reports with their traceback.
+    the caller reports with their traceback. A value no caller could use
+    (``engine.calls.OddReturn``) propagates too.
     """
     try:
         return Ok(invoke(store, op))
+    except OddReturn:
+        raise
     except Exception as error:
-        kind = binding.classify(op.name, error)
+        kind = _kind(op.name, error, errors)
         if kind is None:
             raise
         if not str(error):
@@ -111,12 +153,194 @@ def apply(store: Any, op: Op) -> Outcome:
         return Err(kind)
 
 
+def _kind(op: str, error: BaseException, errors: Errors) -> Kind | None:
+    for cls, kind in errors:
+        if isinstance(error, cls):
+            return kind
+    return binding.classify(op, error)
+
+
 def show(outcome: Outcome, snapshot: Snapshot | None) -> str:
-    text = str(traces.outcome_to_json(outcome))
+    """An outcome and a state in one line, payloads abbreviated (``show_bytes``)."""
+    text = _outcome_text(outcome)
     if snapshot is not None:
         keys = [k for k, _ in snapshot.entries]
         text += f"; stored {keys}, refs {dict(snapshot.references)}"
     return text
+
+
+# ----------------------------------------------------------------- rendering
+
+
+WINDOW = 16  # bytes of hex shown around a payload's first difference
+CELL = 44  # the widest a side's value is shown
+
+
+def show_bytes(data: bytes) -> str:
+    """Bytes for people: short ones in hex, long ones by length with their first bytes."""
+    if len(data) <= 16:
+        return data.hex() or "(empty)"
+    if data == data[:1] * len(data):
+        return f"{len(data)} bytes of {data[:1].hex()}"
+    return f"{len(data)} bytes {data[:6].hex()}..."
+
+
+def _outcome_text(outcome: Outcome) -> str:
+    if isinstance(outcome, Err):
+        return f"error {outcome.kind.value}"
+    value = outcome.value
+    if isinstance(value, bytes):
+        return f"ok {show_bytes(value)}"
+    return f"ok {value!r}"
+
+
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    expected: str
+    actual: str
+    differs: bool  # the values, not their (abbreviated) texts
+
+
+def _keys_text(keys: list[str], other: list[str]) -> str:
+    text = repr(keys)
+    if len(text) <= CELL:
+        return text
+    apart = next((i for i, (a, b) in enumerate(zip(keys, other, strict=False)) if a != b), min(len(keys), len(other)))
+    if apart >= len(keys):
+        return f"{len(keys)} keys, all as the other side's first"
+    return f"{len(keys)} keys; #{apart + 1} is {keys[apart]!r}"
+
+
+def _rows(divergence: Divergence) -> list[_Row]:
+    """The fields of both sides: outcome, then (when both states are known)
+    the stored keys in recency order, the payloads, the pins and closed."""
+    assert divergence.want is not None and divergence.got is not None
+    differs = divergence.want != divergence.got
+    rows = [_Row("outcome", _outcome_text(divergence.want), _outcome_text(divergence.got), differs)]
+    want, got = divergence.want_snapshot, divergence.got_snapshot
+    if want is None or got is None:
+        return rows
+    want_keys, got_keys = [k for k, _ in want.entries], [k for k, _ in got.entries]
+    shown_want, shown_got = _keys_text(want_keys, got_keys), _keys_text(got_keys, want_keys)
+    if want_keys != got_keys and shown_want == shown_got:
+        shown_got += " (order differs)"
+    rows.append(_Row("stored", shown_want, shown_got, want_keys != got_keys))
+    payloads = dict(got.entries)
+    differing = [key for key, data in want.entries if key in payloads and payloads[key] != data]
+    if differing:
+        key = differing[0]
+        name = f"payload {key!r}" + (f" (+{len(differing) - 1} more)" if len(differing) > 1 else "")
+        rows.append(_Row(name, show_bytes(dict(want.entries)[key]), show_bytes(payloads[key]), True))
+    want_pins, got_pins = dict(sorted(want.references)), dict(sorted(got.references))
+    rows.append(_Row("pins", repr(want_pins), repr(got_pins), want_pins != got_pins))
+    rows.append(_Row("closed", str(want.closed), str(got.closed), want.closed != got.closed))
+    return rows
+
+
+def _first_apart(a: bytes, b: bytes) -> int | None:
+    if a == b:
+        return None
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def _hex_window(data: bytes, offset: int, start: int) -> str:
+    """``data[start:start + WINDOW]`` in hex, the byte at ``offset`` in brackets."""
+    cells = [f"{data[at]:02x}" for at in range(start, min(start + WINDOW, len(data)))]
+    if offset >= len(data):
+        cells.append("[end]")
+    else:
+        cells[offset - start] = f"[{cells[offset - start]}]"
+    return " ".join(cells)
+
+
+def _payload_pair(divergence: Divergence) -> tuple[str, bytes, bytes] | None:
+    """The first pair of byte strings that differ: the outcome's value, else a stored payload."""
+    want, got = divergence.want, divergence.got
+    if isinstance(want, Ok) and isinstance(got, Ok):
+        values = want.value, got.value
+        if isinstance(values[0], bytes) and isinstance(values[1], bytes) and values[0] != values[1]:
+            return "value", values[0], values[1]
+    if divergence.want_snapshot is not None and divergence.got_snapshot is not None:
+        payloads = dict(divergence.got_snapshot.entries)
+        for key, data in divergence.want_snapshot.entries:
+            if key in payloads and payloads[key] != data:
+                return f"payload {key!r}", data, payloads[key]
+    return None
+
+
+def _payload_difference(divergence: Divergence) -> dict[str, Any] | None:
+    """Where the first differing payload differs: lengths, the offset and,
+    for a read of several objects, which object and byte that is."""
+    pair = _payload_pair(divergence)
+    if pair is None:
+        return None
+    what, want, got = pair
+    offset = _first_apart(want, got)
+    assert offset is not None
+    found: dict[str, Any] = {"of": what, "expected_length": len(want), "actual_length": len(got), "offset": offset}
+    size = divergence.trace.object_nbytes
+    keys = getattr(divergence.op, "keys", None)
+    if what == "value" and isinstance(size, int) and size > 0 and isinstance(keys, tuple) and keys:
+        index = offset // size
+        if index < len(keys):
+            found.update(object=index + 1, key=keys[index], byte=offset % size)
+    start = max(0, offset - WINDOW // 2)
+    found["window_start"] = start
+    found["expected_hex"] = want[start : start + WINDOW].hex()
+    found["actual_hex"] = got[start : start + WINDOW].hex()
+    return found
+
+
+def side_by_side(divergence: Divergence) -> list[str]:
+    """The spec's side and the target's, a row per field, differing rows
+    marked ``*``; then where the first differing payload differs."""
+    rows = _rows(divergence)
+    left = min(CELL, max(len("expected (spec)"), *(len(row.expected) for row in rows)))
+    name = max(len(row.name) for row in rows)
+    lines = [f"    {'':<{name}}  {'expected (spec)':<{left}}  actual (target)"]
+    for row in rows:
+        mark = "*" if row.differs else " "
+        lines.append(f"  {mark} {row.name:<{name}}  {row.expected:<{left}}  {row.actual}")
+    found = _payload_difference(divergence)
+    if found is not None:
+        where = f"offset {found['offset']}"
+        if "object" in found:
+            where += f" (object {found['object']}, key {found['key']!r}, byte {found['byte']})"
+        lengths = f"{found['expected_length']} vs {found['actual_length']} bytes"
+        lines.append(f"  {found['of']} ({lengths}) first differs at {where}:")
+        pair = _payload_pair(divergence)
+        assert pair is not None
+        start = found["window_start"]
+        for label, data in (("expected", pair[1]), ("actual", pair[2])):
+            lines.append(f"    {label:<8} @{start:<6} {_hex_window(data, found['offset'], start)}")
+    return lines
+
+
+def _json_scalar(value: Any) -> Any:
+    """A size as JSON: ints, floats, strings, bools and null as they are, anything else by its type."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return {"type": type(value).__name__}
+
+
+def _side_json(outcome: Outcome | None, snapshot: Snapshot | None, text: str, compared: bool) -> dict[str, Any]:
+    """One side of a divergence: the outcome (as in a vector file) and the
+    state; where the difference is not one of values (an exception of no
+    kind, a broken port or invariant, an odd return), what happened in words."""
+    if outcome is None:
+        return {"outcome": None, "text": text}
+    side: dict[str, Any] = {"outcome": traces.outcome_to_json(outcome)}
+    if not compared:
+        side["text"] = text
+    if snapshot is not None:
+        side["state"] = {
+            "stored": [key for key, _ in snapshot.entries],
+            "sizes": {key: len(data) for key, data in snapshot.entries},
+            "pins": dict(sorted(snapshot.references)),
+            "closed": snapshot.closed,
+        }
+    return side
 
 
 def compare(trace: Trace, target: Target, on_state: Callable[[State], None] | None = None) -> Divergence | None:
@@ -125,7 +349,7 @@ def compare(trace: Trace, target: Target, on_state: Callable[[State], None] | No
     built = initial_state(trace)
     want_new: Outcome = built if isinstance(built, Err) else Ok()
     try:
-        store, got_new = construct(target.factory, trace)
+        store, got_new = construct(target.factory, trace, target.errors)
     except PortBroken as error:
         if error.at_start:
             raise
@@ -135,7 +359,13 @@ def compare(trace: Trace, target: Target, on_state: Callable[[State], None] | No
         return Divergence(trace, -1, str(traces.outcome_to_json(want_new)), shown, want_new)
     if got_new != want_new:
         return Divergence(
-            trace, -1, str(traces.outcome_to_json(want_new)), str(traces.outcome_to_json(got_new)), want_new, got_new
+            trace,
+            -1,
+            str(traces.outcome_to_json(want_new)),
+            str(traces.outcome_to_json(got_new)),
+            want_new,
+            got_new,
+            compared=True,
         )
     if store is None:
         return None
@@ -151,7 +381,16 @@ def compare(trace: Trace, target: Target, on_state: Callable[[State], None] | No
             found = check_step(store, trace.ops[index], want, observe(after), target, checker, trace.profile)
             if found is not None:
                 return Divergence(
-                    trace, index, found.expected, found.actual, want, found.got, found.got_snapshot, before
+                    trace,
+                    index,
+                    found.expected,
+                    found.actual,
+                    want,
+                    found.got,
+                    found.got_snapshot,
+                    before,
+                    found.want_snapshot,
+                    found.compared,
                 )
         try:
             repr(store)  # whatever state the trace left it in
@@ -176,27 +415,41 @@ def check_step(
     """One op on ``store`` against the spec's outcome and snapshot: None when
     they agree, else how they differ."""
     try:
-        got = apply(store, op)
+        got = apply(store, op, target.errors)
     except PortBroken as error:  # it crashed, hung or answered garbage: a counterexample
         return Mismatch(show(want, None), f"the port broke: {error}")
+    except OddReturn as error:
+        return Mismatch(show(want, None), str(error))
     except Exception as error:
         return Mismatch(show(want, None), f"unexpected {_exception_line(error)}")
     broken = _broken_invariant(checker)
     if broken:
         return Mismatch("the target's invariants hold", broken, got)
     try:
-        got_snapshot = target.observe(store) if target.observe else None
+        seen = target.observe(store) if target.observe else None
+        got_snapshot = None if seen is None else as_snapshot(seen)
     except PortBroken as error:
         return Mismatch(show(want, None), f"the port broke on snapshot: {error}", got)
+    except OddReturn as error:
+        return Mismatch(show(want, None), str(error), got)
     except Exception as error:  # a state the observer cannot even read is wrong
         return Mismatch(show(want, None), f"snapshot failed: {_exception_line(error)}", got)
     if got != want:
-        return Mismatch(show(want, want_snapshot if got_snapshot else None), show(got, got_snapshot), got, got_snapshot)
+        return Mismatch(
+            show(want, want_snapshot if got_snapshot else None),
+            show(got, got_snapshot),
+            got,
+            got_snapshot,
+            want_snapshot if got_snapshot else None,
+            compared=True,
+        )
     # Equal as given is equal in every form (the cheap test first: the fuzzers run it per op).
     if got_snapshot is not None and tuple(got_snapshot) != tuple(want_snapshot):
         exact = target.exact_order or profile != "strict"
         if exact or observed(got_snapshot) != observed(want_snapshot):
-            return Mismatch(show(want, want_snapshot), show(got, got_snapshot), got, got_snapshot)
+            return Mismatch(
+                show(want, want_snapshot), show(got, got_snapshot), got, got_snapshot, want_snapshot, compared=True
+            )
     return None
 
 

@@ -1,6 +1,6 @@
 """The documented ways vLLM's module departs from the ``strict`` profile.
 
-Each is a row of DESIGN.md's profile table, shown with a minimal trace in
+Each is a row of the design brief's profile table, shown with a minimal trace in
 docs/deviations.md. ``auxspec verify --profile strict`` names a divergence by
 the row it falls under, so a run on vLLM's module lists exactly these, and any
 other divergence stands out as a real bug.
@@ -23,7 +23,7 @@ DEVIATIONS: dict[str, str] = {
     "over-release-half-applied": "a release with no reference raises a bare KeyError, with earlier pins applied",
     "bad-payload-accepted": "a payload of the wrong length or type corrupts the store instead of failing first",
     "non-str-key-accepted": "a key that is not a str is accepted (1 and True alias)",
-    # Not rows of DESIGN.md's table: the same strictness as for keys, applied
+    # Not rows of the design brief's table: the same strictness as for keys, applied
     # to the constructor's int sizes (vLLM takes True as 1), to the shape of
     # key lists and batches, and to reads given a one-pass iterator.
     "bool-size-accepted": "a bool store size is accepted as 0 or 1",

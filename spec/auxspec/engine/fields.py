@@ -144,4 +144,6 @@ def show_payload(payload: PayloadValue) -> str:
         return "None"
     if len(payload) > 8 and payload == payload[:1] * len(payload):
         return f"{payload[:1].hex()}*{len(payload)}"  # a big object: its fill byte and size
+    if len(payload) > 16:  # any other big object: its first bytes and size
+        return f"{payload[:6].hex()}...({len(payload)} bytes)"
     return payload.hex()

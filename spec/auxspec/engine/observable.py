@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from auxspec.engine.calls import OddReturn, as_bytes, as_count
 from auxspec.reference.store import Snapshot
 
 Observable = tuple[tuple[tuple[str, bytes], ...], tuple[tuple[str, bytes], ...], tuple[tuple[str, int], ...], bool]
@@ -34,3 +37,28 @@ def observed(snapshot: Snapshot, exact_order: bool = False) -> Observable:
     free = tuple(entry for entry in stored if entry[0] not in pinned)
     held = tuple(sorted(entry for entry in stored if entry[0] in pinned))
     return free, held, counts, bool(closed)
+
+
+def as_snapshot(value: object) -> Snapshot:
+    """What a target's ``snapshot()`` returned, as a ``Snapshot``: any
+    sequence of three (entries, references, closed), each entry a ``(key,
+    payload)`` pair with a bytes-like payload and each reference a ``(key,
+    count)`` pair with an int count; anything else is an ``OddReturn``
+    naming what was wrong."""
+    if type(value) is Snapshot:  # the spec's own type (auxstore's store returns it): already checked
+        return value
+    given: Any = value
+    try:
+        entries, references, closed = given
+        stored = tuple((key, as_bytes("snapshot() entry", payload)) for key, payload in entries)
+        counts = tuple((key, as_count("snapshot() reference count", count)) for key, count in references)
+    except OddReturn:
+        raise
+    except (TypeError, ValueError):
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise OddReturn(
+            f"snapshot() returned {type(value).__name__} {shown}, not (entries, references, closed) "
+            "with (key, payload) entries and (key, count) references"
+        ) from None
+    return Snapshot(entries=stored, references=counts, closed=bool(closed))

@@ -13,7 +13,7 @@ model, and its row here (see docs/architecture.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -90,12 +90,28 @@ def _read_into(store: Any, op: ReadInto) -> bytes | None:
     written = store.read_into(calls.passed(op.keys, op.form), target)
     if memory is None or isinstance(op.buffer, Bad):
         return None  # a bad buffer must have been refused: any return is a divergence
-    return bytes(memory[:written])
+    count = calls.as_count("read_into()", written)
+    if not 0 <= count <= len(memory):
+        raise calls.OddReturn(f"read_into() returned {count}, outside the buffer's {len(memory)} bytes")
+    return bytes(memory[:count])
 
 
 def _stats(store: Any) -> model.Stats:
+    """``stats()``'s fields, read as attributes or, from a mapping, by key; each an int."""
     got = store.stats()
-    return model.Stats(*(getattr(got, name) for name in STATS_FIELDS))
+    values = []
+    for name in STATS_FIELDS:
+        try:
+            value = got[name] if isinstance(got, Mapping) else getattr(got, name)
+        except (KeyError, AttributeError):
+            raise calls.OddReturn(f"stats() returned {type(got).__name__} without the field {name!r}") from None
+        values.append(calls.as_count(f"stats().{name}", value))
+    return model.Stats(*values)
+
+
+def _len(store: Any) -> int:
+    # As len() looks it up (on the type), without len()'s own TypeError for a non-int.
+    return calls.as_count("__len__()", type(store).__len__(store))
 
 
 def _enter(store: Any) -> None:
@@ -142,7 +158,9 @@ TABLE: tuple[OpKind, ...] = (
         Get,
         (Field("keys", Keys(4), required=True), Field("form", Form())),
         lambda m, s, op: m.get_concatenated(s, _keys(op.keys)),
-        lambda store, op: bytes(store.get_concatenated(calls.passed(op.keys, op.form))),
+        lambda store, op: calls.as_bytes(
+            "get_concatenated()", store.get_concatenated(calls.passed(op.keys, op.form))
+        ),
         lambda op: f"get_concatenated({_show(Keys(4), op.keys)}){_form(op)}",
         OwnerCall.WAIT,
         slots=7,
@@ -177,7 +195,7 @@ TABLE: tuple[OpKind, ...] = (
         Len,
         (),
         lambda m, s, op: m.length(s),
-        lambda store, op: len(store),
+        lambda store, op: _len(store),
         lambda op: "len(store)",
         OwnerCall.WAIT,
         feature=OBSERVE,

@@ -21,9 +21,11 @@ from types import ModuleType
 from typing import Any
 
 from auxspec.engine.ops import CORE, OBSERVE, PYTHON, READ_INTO, Features
+from auxspec.models.sequential import Kind
 from auxspec.reference.store import Snapshot as StoreSnapshot
 
 Observe = Callable[[Any], StoreSnapshot | None]
+Errors = tuple[tuple[type[BaseException], Kind], ...]
 BUNDLED = "auxstore"  # the module verified when no target is named
 
 
@@ -54,6 +56,9 @@ class Target:
     # Compare the recency order of pinned keys too (not observable by calls;
     # see engine.compare.observed), for a port author who wants it checked.
     exact_order: bool = False
+    # A port's own exception classes and the error kind each stands for,
+    # tried before the structural rules of reference.binding.classify.
+    errors: Errors = ()
 
 UPSTREAM_ENV = "AUXSTORE_UPSTREAM"
 _UPSTREAM_RELATIVE = Path("..") / "shared" / "upstream" / "vllm_store.py"
@@ -219,3 +224,37 @@ def _observer(cls: Any) -> Observe | None:
     if hasattr(cls, "_evict_to_fit"):  # vLLM's module: read its private fields
         return observe_vllm
     return None
+
+
+def errors_of(errors: Any) -> Errors:
+    """``{exception class: kind}`` (a kind by its value, e.g. ``"capacity"``) as ``Target.errors``.
+
+    raises: TypeError (a key that is not an exception class), ValueError (a value that is no kind)
+    """
+    mapped = []
+    for cls, kind in dict(errors).items():
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            raise TypeError(f"errors map exception classes to kinds; {cls!r} is not an exception class")
+        try:
+            mapped.append((cls, Kind(kind)))
+        except ValueError:
+            kinds = ", ".join(k.value for k in Kind)
+            raise ValueError(f"{kind!r} is not an error kind (one of {kinds})") from None
+    return tuple(mapped)
+
+
+def load_attribute(spec: str) -> Any:
+    """``module:Name`` or ``path/to/file.py:Name``: that attribute.
+
+    raises: LookupError
+    """
+    name, _, attr = spec.partition(":")
+    if not attr:
+        raise LookupError(f"{spec!r}: name it as module:Name")
+    try:
+        module = load_module_from_path(Path(name)) if name.endswith(".py") else importlib.import_module(name)
+    except (ImportError, FileNotFoundError) as error:
+        raise LookupError(f"cannot import {name!r}: {error}") from None
+    if not hasattr(module, attr):
+        raise LookupError(f"{name!r} has no {attr!r}")
+    return getattr(module, attr)

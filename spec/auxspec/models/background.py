@@ -41,7 +41,7 @@ with nothing queued) plus ``Latched(cause)``: the call raised
 whose kind is ``cause`` (a ``Kind`` value, or ``FAULT`` for an exception no kind
 stands for, such as ``MemoryError``).
 
-The two profiles differ only where vLLM's module does (see DESIGN.md):
+The two profiles differ only where vLLM's module does (docs/deviations.md lists each case):
 
 | call | ``strict`` | ``upstream`` |
 | --- | --- | --- |

@@ -93,7 +93,7 @@ Item = tuple[KeyArg, PayloadArg]
 
 
 class UndefinedInput(ValueError):
-    """An input that the ``upstream`` profile leaves undefined (see DESIGN)."""
+    """An input that the ``upstream`` profile leaves undefined (docs/deviations.md)."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from auxspec.engine.compare import apply, construct
+from auxspec.engine.observable import as_snapshot
 from auxspec.engine.ops import Trace
 from auxspec.engine.target import Target
 from auxspec.models.sequential import Outcome, State
@@ -74,7 +75,7 @@ def against(line: Timeline, trace: Trace, target: Target) -> Timeline:
     to each step up to the first difference."""
     labelled = replace(line, target=target.label)
     try:
-        store, got_new = construct(target.factory, trace)
+        store, got_new = construct(target.factory, trace, target.errors)
     except Exception as error:
         field = Field("constructor", outcome_text(line.built), f"raised {_exception(error)}")
         return replace(labelled, constructor=(field,), diverges_at=0)
@@ -104,13 +105,14 @@ def _run(store: Any, step: Step, target: Target) -> list[Field]:
     assert step.outcome is not None and step.state is not None
     got: Outcome | str
     try:
-        got = apply(store, step.op)
+        got = apply(store, step.op, target.errors)
     except Exception as error:
         got = f"unexpected {_exception(error)}"
     fields = [_outcome(step.outcome, got)]
     if target.observe is not None:
         try:
-            snapshot = target.observe(store)
+            seen = target.observe(store)
+            snapshot = None if seen is None else as_snapshot(seen)
         except Exception as error:
             fields.append(Field("state", "readable", f"snapshot failed: {_exception(error)}"))
         else:
