@@ -19,7 +19,7 @@ from auxspec.drivers import gated
 from auxspec.drivers.protocol import serve
 from auxspec.engine import traces
 from auxspec.engine.codec import BAD_SIZES, SPECIAL_SIZES, decode, encode
-from auxspec.engine.compare import DivergenceFound, apply, compare, construct
+from auxspec.engine.compare import CHECK_EVERY, DivergenceFound, apply, compare, construct
 from auxspec.engine.expect import initial_state
 from auxspec.engine.ops import (
     ALL,
@@ -53,13 +53,16 @@ def target_from_env(default: str | None = None) -> Target:
     return load_target(os.environ.get(TARGET_ENV, default))
 
 
-def differential(target: Target, profile: str) -> Callable[[bytes], None]:
-    """The harness body: spec vs ``target`` under ``profile``."""
+def differential(target: Target, profile: str, every: int = CHECK_EVERY) -> Callable[[bytes], None]:
+    """The harness body: spec vs ``target`` under ``profile``, in the
+    engine's cheap mode (``every`` > 1: outcomes after every op, the whole
+    state and the invariants every ``every`` ops and at the end, the precise
+    replay on any difference; see ``engine.compare.compare``)."""
 
     features = target.features
 
     def one_input(data: bytes) -> None:
-        divergence = compare(decode(data, profile, features), target)
+        divergence = compare(decode(data, profile, features), target, every=every)
         if divergence is not None:
             raise DivergenceFound(f"{target.label} ({profile}):\n{divergence.render()}")
 
