@@ -64,7 +64,7 @@ def target_from_env(default: str | None = None) -> Target:
 def target_args_from_env() -> str:
     """What ``auxspec reproduce`` needs to name the harness's target."""
     named = os.environ.get(TARGET_ENV)
-    return f"--target {shlex.quote(named)}" if named else "--target"
+    return f"--target {shlex.quote(named)}" if named else ""  # the bundled store: reproduce's default
 
 
 # ------------------------------------------------------------------ findings
@@ -195,7 +195,7 @@ def libfuzzer_argv(argv: list[str]) -> list[str]:
 
 
 def differential(
-    target: Target, profile: str, every: int = CHECK_EVERY, reproduce: str = "--target"
+    target: Target, profile: str, every: int = CHECK_EVERY, reproduce: str = ""
 ) -> Callable[[bytes], None]:
     """The harness body: spec vs ``target`` under ``profile``, in the
     engine's cheap mode (``every`` > 1: outcomes after every op, the whole
@@ -211,7 +211,8 @@ def differential(
         if divergence is not None:
             raise Finding(f"{target.label} ({profile}):\n{divergence.render()}", signature(divergence))
 
-    return deduplicated(compared, f"{auxspec_command()} reproduce {{file}} {reproduce} --profile {profile}")
+    how = f"{reproduce} --profile {profile}".strip()
+    return deduplicated(compared, f"{auxspec_command()} reproduce {{file}} {how}")
 
 
 def exec_differential(
