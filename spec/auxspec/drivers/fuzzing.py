@@ -188,8 +188,9 @@ def libfuzzer_argv(argv: list[str]) -> list[str]:
     interpreter and the harness: libFuzzer re-runs argv[0] through the shell
     in fork, merge and ``-minimize_crash`` modes, and the harness's
     ``#!/usr/bin/env python3`` would find whichever python comes first on
-    PATH, not the one with atheris."""
-    if not argv:
+    PATH, not the one with atheris. A frozen harness (OSS-Fuzz's pyinstaller
+    build) is its own interpreter: its argv is kept."""
+    if not argv or getattr(sys, "frozen", False):
         return argv
     return [f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(argv[0]).resolve()))}", *argv[1:]]
 
