@@ -54,7 +54,7 @@ def test_cheap_mode_reports_what_the_precise_mode_does(bug: str | None, tmp_path
     miss: a difference in state alone that heals before the next checkpoint
     (no outcome shows it); the test counts those and requires the cheap mode
     to find the bug on most of the inputs the precise one does (on the
-    committed corpus, 5 of 7 for this bug; 6 of 6 when eviction ignores pins)."""
+    committed corpus, 3 of 5 for this bug; 5 of 5 when eviction ignores pins)."""
     target = load_target(str(_buggy(tmp_path, bug)) if bug else None)
     both = missed = 0
     for data in _corpus():
