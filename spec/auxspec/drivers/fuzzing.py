@@ -132,7 +132,7 @@ def _artifact_prefix(argv: list[str]) -> str:
 
 def deduplicated(body: Callable[[bytes], None], reproduce: str | None = None) -> Callable[[bytes], None]:
     """``body`` reporting each signature once: with ``AUXSPEC_FINDINGS`` set
-    (``fuzz/run`` sets it to the harness's artifact folder), the first input
+    (``fuzz/run`` sets it to a scratch folder its workers share), the first input
     of a signature raises (libFuzzer writes it as ``crash-<sha1>``) and is
     recorded in ``signatures/<hash>.json``; later ones only add a hit to
     ``signatures/<hash>.hits`` and return, so the fuzzer goes on looking for
