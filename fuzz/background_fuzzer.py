@@ -13,11 +13,11 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["auxstore", "auxspec"]):
-    from auxspec.drivers.fuzzing import background_harness, profile_from_env
+    from auxspec.drivers.fuzzing import background_harness, deduplicated, libfuzzer_argv, profile_from_env
 
 
 def main() -> None:
-    atheris.Setup(sys.argv, background_harness(profile_from_env("strict")))
+    atheris.Setup(libfuzzer_argv(sys.argv), deduplicated(background_harness(profile_from_env("strict"))))
     atheris.Fuzz()
 
 

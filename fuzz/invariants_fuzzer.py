@@ -14,11 +14,11 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["auxstore", "auxspec"]):
-    from auxspec.drivers.fuzzing import invariant_teeth
+    from auxspec.drivers.fuzzing import deduplicated, invariant_teeth, libfuzzer_argv
 
 
 def main() -> None:
-    atheris.Setup(sys.argv, invariant_teeth)
+    atheris.Setup(libfuzzer_argv(sys.argv), deduplicated(invariant_teeth))
     atheris.Fuzz()
 
 

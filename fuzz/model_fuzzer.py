@@ -13,11 +13,11 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["auxspec"]):
-    from auxspec.drivers.fuzzing import model_contracts
+    from auxspec.drivers.fuzzing import deduplicated, libfuzzer_argv, model_contracts
 
 
 def main() -> None:
-    atheris.Setup(sys.argv, model_contracts)
+    atheris.Setup(libfuzzer_argv(sys.argv), deduplicated(model_contracts))
     atheris.Fuzz()
 
 

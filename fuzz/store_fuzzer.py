@@ -2,25 +2,76 @@
 """Differential fuzzing: a store implementation against the spec.
 
 Default: the bundled auxstore.BlockObjectStore under ``strict``, invalid inputs
-included, with the model invariant and the store's check_invariants() after
-every op. Another target without editing this file:
+included, in the engine's cheap mode (outcomes after every op; the whole
+state, the model invariant and the store's check_invariants() every 16 ops
+and at the end; the precise replay naming the first diverging op on any
+difference). Another target without editing this file:
 
     AUXSPEC_TARGET=mypkg.store:MyStore ./fuzz/store_fuzzer.py fuzz/corpus/store
     AUXSPEC_TARGET=path/to/port.py AUXSPEC_PROFILE=upstream ./fuzz/store_fuzzer.py
+    ./fuzz/store_fuzzer.py --exec ports/c/auxport fuzz/corpus/store   # a port process (docs/protocol.md)
+
+Coverage feedback comes from the code under test only (docs/fuzzing.md,
+"What is instrumented"): the target's module, imported first under
+instrumentation (a target named by path is imported by its file name), not
+the spec's engine and decoder. With --exec the code under test is another
+process, so the feedback is the model's and the decoder's.
 """
 
+import importlib
+import importlib.util
+import os
 import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["auxstore", "auxspec"]):
-    from auxspec.drivers.fuzzing import differential, profile_from_env, target_from_env
 
-TestOneInput = differential(target_from_env(), profile_from_env("strict"))
+def _exec_command(argv: list[str]) -> tuple[str | None, list[str]]:
+    """``--exec CMD`` (or ``--exec=CMD``) taken out of ``argv``."""
+    rest, command, args = [argv[0]], None, iter(argv[1:])
+    for arg in args:
+        if arg == "--exec":
+            command = next(args, None)
+        elif arg.startswith("--exec="):
+            command = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+    return command, rest
+
+
+COMMAND, ARGV = _exec_command(sys.argv)
+NAMED = os.environ.get("AUXSPEC_TARGET")
+
+if COMMAND is None:
+    MODULE, _, CLASS = (NAMED or "auxstore").partition(":")
+    if MODULE.endswith(".py"):  # imported by file name, so that the import hook instruments it
+        sys.path.insert(0, os.path.dirname(os.path.abspath(MODULE)))
+        MODULE = os.path.basename(MODULE)[:-3]
+    with atheris.instrument_imports(include=[MODULE.split(".")[0]]):
+        importlib.import_module(MODULE)
+    from auxspec.drivers.fuzzing import differential, libfuzzer_argv, profile_from_env, target_args_from_env
+    from auxspec.engine.target import load_target
+
+    TARGET = load_target(f"{MODULE}:{CLASS}" if CLASS else MODULE)
+    TestOneInput = differential(TARGET, profile_from_env("strict"), reproduce=target_args_from_env())
+else:
+    import auxstore  # noqa: F401  (the spec's binding imports it: not the code under test here)
+
+    SPEC = os.path.dirname(importlib.util.find_spec("auxspec").origin)  # type: ignore[union-attr]
+    WANTED = {"auxspec.models.sequential", "auxspec.engine.codec"}  # what the inputs reach of the spec
+    OTHERS = [
+        "auxspec." + os.path.relpath(os.path.join(top, name), SPEC)[:-3].replace(os.sep, ".").removesuffix(".__init__")
+        for top, _, names in os.walk(SPEC)
+        for name in names
+        if name.endswith(".py")
+    ]
+    with atheris.instrument_imports(include=["auxspec"], exclude=[m for m in OTHERS if m not in WANTED]):
+        from auxspec.drivers.fuzzing import exec_differential, libfuzzer_argv, profile_from_env
+    TestOneInput = exec_differential(COMMAND, profile_from_env("strict"))
 
 
 def main() -> None:
-    atheris.Setup(sys.argv, TestOneInput)
+    atheris.Setup(libfuzzer_argv(ARGV), TestOneInput)
     atheris.Fuzz()
 
 

@@ -8,11 +8,11 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["auxspec"]):
-    from auxspec.drivers.fuzzing import trace_parser
+    from auxspec.drivers.fuzzing import deduplicated, libfuzzer_argv, trace_parser
 
 
 def main() -> None:
-    atheris.Setup(sys.argv, trace_parser)
+    atheris.Setup(libfuzzer_argv(sys.argv), deduplicated(trace_parser))
     atheris.Fuzz()
 
 

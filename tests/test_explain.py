@@ -208,13 +208,26 @@ def test_a_fuzzer_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_reproduce_points_to_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = (Path(__file__).resolve().parents[1] / "impl" / "auxstore" / "_store.py").read_text()
+    buggy = tmp_path / "len_store.py"  # len() counts only the unpinned keys
+    buggy.write_text(source.replace("        return len(self._lru)\n", "        return len(self._evictable)\n"))
     crash = tmp_path / "crash-1"
-    crash.write_bytes(bytes([1, 2, 0, 3, 0, 1, 1, 0, 0, 17, 1, 2, 7, 0]))
-    assert cli.main(["reproduce", str(crash), "--out", str(tmp_path / "regressions")]) == 0
+    crash.write_bytes(traces_input())
+    assert cli.main(["reproduce", str(crash), "--target", str(buggy), "--save", str(tmp_path / "regressions")]) == 1
     pointer = capsys.readouterr().out.splitlines()[-1]
     written = tmp_path / "regressions" / "crash-1.jsonl"
-    assert pointer.startswith(f"step through it: auxspec explain {written} --target")
-    assert cli.main(["explain", str(written), "--target"]) == 0
+    assert pointer.startswith(f"step through it: auxspec explain {written} --target {buggy}")
+    assert cli.main(["explain", str(written), "--target", str(buggy)]) == 1
+
+
+def traces_input() -> bytes:
+    """A fuzzer input: a pinned key stored, then len()."""
+    from auxspec.engine.codec import encode
+    from auxspec.engine.ops import Len
+
+    data = encode(Trace("strict", 4, 2, (Put((("a", b"xx"),), ("a",)), Len())))
+    assert data is not None
+    return data
 
 
 CORPUS = Path(__file__).resolve().parents[1] / "fuzz" / "corpus"

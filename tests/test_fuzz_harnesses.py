@@ -42,7 +42,14 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _fuzz(harness: str, work: Path, seconds: int, corpus: Path | None, env: dict[str, str]) -> tuple[int, str, float]:
+def _fuzz(
+    harness: str,
+    work: Path,
+    seconds: int,
+    corpus: Path | None,
+    env: dict[str, str],
+    extra: tuple[str, ...] | list[str] = (),
+) -> tuple[int, str, float]:
     scratch = work / "corpus"
     if corpus is not None:
         shutil.copytree(corpus, scratch)
@@ -53,6 +60,7 @@ def _fuzz(harness: str, work: Path, seconds: int, corpus: Path | None, env: dict
     command = [
         sys.executable,
         str(FUZZ / f"{harness}_fuzzer.py"),
+        *extra,
         f"-max_total_time={seconds}",
         f"-artifact_prefix={artifacts}/",
         "-seed=1",
@@ -113,12 +121,12 @@ def test_planted_bug_is_found_and_reproduced(name: str, tmp_path: Path) -> None:
     code, output, seconds = _fuzz("store", tmp_path, FIND_SECONDS, None, _env(AUXSPEC_TARGET=str(buggy)))
     crashes = sorted((tmp_path / "artifacts").glob("crash-*"))
     assert crashes, f"{name}: no finding in {FIND_SECONDS} s (exit {code})\n{output[-3000:]}"
-    assert "DivergenceFound" in output, output[-3000:]
+    assert "Finding" in output and "divergence at step" in output, output[-3000:]  # a DivergenceFound
     print(f"{name}: found in {seconds:.1f} s (process wall time)")
 
     out = tmp_path / "regressions"
     reproduce = subprocess.run(
-        [sys.executable, "-m", "auxspec.cli", "reproduce", str(crashes[0]), "--target", str(buggy), "--out", str(out)],
+        [sys.executable, "-m", "auxspec.cli", "reproduce", str(crashes[0]), "--target", str(buggy), "--save", str(out)],
         capture_output=True,
         text=True,
         env=_env(),
@@ -132,3 +140,81 @@ def test_planted_bug_is_found_and_reproduced(name: str, tmp_path: Path) -> None:
     vector = traces.load(written[0])
     assert compare(vector.trace, load_target(str(buggy))) is not None
     assert compare(vector.trace, load_target(None)) is None
+
+
+# len() counts only the unpinned keys: one bug, one signature (only len sees it).
+LEN_BUG = ("        return len(self._lru)\n", "        return len(self._evictable)\n")
+
+
+def _reproduce_lines(output: str) -> list[str]:
+    return [line.split("reproduce: ", 1)[1] for line in output.splitlines() if "reproduce: " in line]
+
+
+@pytest.mark.timeout(300)
+def test_planted_bug_gives_one_finding_whose_command_reproduces_it(tmp_path: Path) -> None:
+    source = STORE_SOURCE.read_text()
+    assert source.count(LEN_BUG[0]) == 1, f"the planted bug no longer applies to {STORE_SOURCE}"
+    buggy = tmp_path / "buggy_len_store.py"
+    buggy.write_text(source.replace(*LEN_BUG))
+    artifacts = tmp_path / "artifacts"
+    command = [sys.executable, str(FUZZ / "run"), "--python", sys.executable, "--no-merge", "--jobs", "2"]
+    # 30 s of the 60 allowed: the run lasts its whole --time, and the bug is found in seconds
+    command += ["--time", str(FIND_SECONDS // 2), "--artifacts", str(artifacts), "store"]
+    env = _env(AUXSPEC_TARGET=str(buggy))
+    env["PATH"] = "/usr/bin:/bin"  # the harness must not need the venv on PATH (fork mode re-runs it)
+    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=FIND_SECONDS + 180, check=False)
+    output = run.stdout + run.stderr
+    assert run.returncode == 1, output[-3000:]
+    assert "1 distinct finding(s)" in run.stdout, run.stdout[-3000:]
+    assert "len: expected ok, got ok (value; deviation none)" in run.stdout, run.stdout[-3000:]
+    crashes = sorted((artifacts / "store").glob("crash-*"))
+    assert len(crashes) == 1, crashes  # later inputs of the signature are counted, not written
+    hits = int(run.stdout.split("hits ", 1)[1].split(";", 1)[0])
+    assert hits >= 1
+    lines = [line for line in _reproduce_lines(run.stdout) if "auxspec" in line]
+    assert len(lines) == 1 and str(crashes[0]) in lines[0] and f"--target {buggy}" in lines[0], lines
+    again = subprocess.run(
+        lines[0], shell=True, capture_output=True, text=True, env=env, timeout=60, check=False
+    )  # the printed command, as printed
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "len(store)" in again.stdout and "divergence at step" in again.stdout
+    assert "signature: len: expected ok, got ok (value; deviation none)" in again.stdout
+
+
+# The C port: a read refreshes every key but the first.
+C_PORT = ROOT / "ports" / "c" / "auxport.c"
+C_BUG = (
+    "for (size_t i = 0; i < keys->n; i++) make_most_recent(found[i]);",
+    "for (size_t i = 1; i < keys->n; i++) make_most_recent(found[i]);",
+)
+
+
+@pytest.mark.timeout(300)
+def test_planted_bug_in_the_c_port_is_found_through_exec(tmp_path: Path) -> None:
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler (gcc or cc) to build the port")
+    source = C_PORT.read_text()
+    assert source.count(C_BUG[0]) == 1, f"the planted bug no longer applies to {C_PORT}"
+    (tmp_path / "auxport.c").write_text(source.replace(*C_BUG))
+    port = tmp_path / "buggy_auxport"
+    subprocess.run([compiler, "-std=c11", "-O2", "-o", str(port), str(tmp_path / "auxport.c")], check=True)
+    code, output, seconds = _fuzz(
+        "store", tmp_path, FIND_SECONDS, FUZZ / "corpus" / "store", _env(), ["--exec", str(port)]
+    )
+    crashes = sorted((tmp_path / "artifacts").glob("crash-*"))
+    assert crashes, f"no finding in {FIND_SECONDS} s (exit {code})\n{output[-3000:]}"
+    print(f"C port bug: found in {seconds:.1f} s (process wall time)")
+    lines = _reproduce_lines(output)
+    assert lines and f"--exec {port}" in lines[0], output[-3000:]
+    again = subprocess.run(lines[0], shell=True, capture_output=True, text=True, env=_env(), timeout=60, check=False)
+    assert again.returncode == 1 and "divergence at step" in again.stdout, again.stdout + again.stderr
+    fixed = subprocess.run(
+        lines[0].replace(f"--exec {port}", "").split(),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+        check=False,
+    )
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr  # the bundled store agrees on the same input

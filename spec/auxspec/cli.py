@@ -17,6 +17,7 @@ from typing import Any
 
 from auxspec import vectors
 from auxspec.drivers import verify
+from auxspec.drivers.fuzzing import signature
 from auxspec.drivers.protocol import ProtocolError, main_serve
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
@@ -85,15 +86,28 @@ def main(argv: list[str] | None = None) -> int:
 
     again = commands.add_parser(
         "reproduce",
-        help="turn a fuzzer finding into a readable trace and a regression vector",
-        description="Decode FILE (a fuzzer input) with the op alphabet, show each op with the spec's outcome "
-        "and state, show where TARGET diverges, and write the trace as a vector that the tests replay.",
+        help="replay a fuzzer finding (or a trace) on a target, and save it as a regression vector if asked",
+        description="Replay FILE on TARGET: a trace or vector file (.jsonl) as the trace it holds, a raw fuzzer "
+        "input (crash-*, timeout-*, a corpus file: no extension) decoded with the op alphabet as the harness "
+        "did. Shows each op with the spec's outcome and state, and where TARGET diverges. Exit 1 when it "
+        "diverges, 0 when it agrees, 2 for a file or target error.",
     )
-    again.add_argument("file", type=Path, help="a crash-*, timeout-* or corpus file written by a fuzzer")
+    again.add_argument("file", type=Path, help="a .jsonl trace or vector, or a raw fuzzer input")
     again.add_argument("--target", help="as for verify (default: the bundled store)")
-    again.add_argument("--profile", choices=("strict", "upstream"), default="strict")
     again.add_argument(
-        "--out", type=Path, default=REGRESSIONS, help=f"folder the vector is written to (default {REGRESSIONS})"
+        "--exec", dest="exec_command", metavar="CMD", help="a port process speaking docs/protocol.md instead"
+    )
+    again.add_argument("--op-timeout", type=float, default=5.0, help="seconds a port process may take per op")
+    again.add_argument(
+        "--profile", choices=("strict", "upstream"), default="strict", help="how a raw input is decoded"
+    )
+    again.add_argument("--raw", action="store_true", help="decode FILE as fuzzer bytes whatever its name")
+    again.add_argument(
+        "--save",
+        type=Path,
+        metavar="DIR",
+        help="write the trace, cut after the diverging step, as a regression vector into DIR "
+        f"(only when TARGET still diverges; the bundled store's regressions are {REGRESSIONS})",
     )
 
     vec = commands.add_parser(
@@ -335,28 +349,63 @@ def _deviates(args: argparse.Namespace, report: dict[str, Any], found: dict[str,
 
 
 def _reproduce(args: argparse.Namespace) -> int:
+    path: Path = args.file
+    if path.suffix != ".jsonl" and path.suffix and not args.raw:
+        print(
+            f"auxspec: {path} is neither a trace or vector file (.jsonl) nor a raw fuzzer input (crash-*, "
+            "timeout-*, a corpus file: names without an extension); give --raw to decode it as fuzzer bytes",
+            file=sys.stderr,
+        )
+        return 2
+    stop = None
     try:
-        data = args.file.read_bytes()
-        target = load_target(args.target)
-    except (LookupError, OSError, ImportError) as error:
+        if args.exec_command and args.target:
+            raise LookupError("give --target or --exec CMD, not both")
+        if path.suffix == ".jsonl" and not args.raw:
+            trace = traces.load(path).trace
+            how = f"the trace in {path.name} (profile {trace.profile})"
+        else:
+            data = path.read_bytes()
+            how = f"{len(data)} bytes of {path.name} decoded as a fuzzer input (profile {args.profile})"
+        if args.exec_command:
+            target, stop = verify.exec_target(args.exec_command, args.op_timeout)
+        else:
+            target = load_target(args.target)
+        if path.suffix != ".jsonl" or args.raw:
+            trace = decode(data, args.profile, target.features)  # as the harness decoded it
+        missing = trace_needs(trace) - target.features
+        if missing:
+            raise LookupError(f"{target.label} cannot run this trace: it has no {', '.join(sorted(missing))}")
+        return _replay(args, trace, target, how)
+    except (LookupError, OSError, ImportError, TraceError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
-    trace = decode(data, args.profile, target.features)  # as the harness decoded it
+    finally:
+        if stop is not None:
+            stop()
+
+
+def _replay(args: argparse.Namespace, trace: Trace, target: Target, how: str) -> int:
+    print(f"replaying {how} on {target.label}")
     print(explain(trace))
     divergence = compare(trace, target)
-    if divergence is not None:
-        print(divergence.render())
-        trace = type(trace)(trace.profile, trace.max_bytes, trace.object_nbytes, trace.ops[: divergence.step + 1])
-    else:
-        print(f"{target.label} agrees with the spec on this input")
-    args.out.mkdir(parents=True, exist_ok=True)
-    name = args.file.name.replace(".", "_")
-    path = args.out / f"{name}.jsonl"
-    description = f"reproduced from {args.file.name}" + (f"; diverged on {target.label}" if divergence else "")
-    traces.write(traces.vector_from_trace(trace, name, description), path)
-    print(f"regression vector written to {path}")
-    print(teach_cli.pointer(path, args.target, None))
-    return 1 if divergence else 0
+    if divergence is None:
+        print(f"{target.label} agrees with the spec on this input" + ("; no vector written" if args.save else ""))
+        return 0
+    print(divergence.render())
+    print(f"signature: {signature(divergence)}")
+    if args.save is None:
+        print("to keep it as a regression vector: the same command with --save DIR")
+        return 1
+    cut = replace(trace, ops=trace.ops[: divergence.step + 1])
+    args.save.mkdir(parents=True, exist_ok=True)
+    name = args.file.name.removesuffix(".jsonl").replace(".", "_")
+    out = args.save / f"{name}.jsonl"
+    description = f"reproduced from {args.file.name}; diverged on {target.label}"
+    traces.write(traces.vector_from_trace(cut, name, description), out)
+    print(f"regression vector written to {out}")
+    print(teach_cli.pointer(out, args.target, args.exec_command))
+    return 1
 
 
 def explain(trace: Trace) -> str:

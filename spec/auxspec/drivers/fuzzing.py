@@ -9,17 +9,24 @@ target and the spec disagree.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
+import json
 import os
+import re
+import shlex
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from auxspec.checks import corruptions
 from auxspec.checks.contracts import Checked, ContractViolation
 from auxspec.drivers import gated
 from auxspec.drivers.protocol import serve
+from auxspec.drivers.verify import exec_target
 from auxspec.engine import traces
 from auxspec.engine.codec import BAD_SIZES, SPECIAL_SIZES, decode, encode
-from auxspec.engine.compare import DivergenceFound, apply, compare, construct
+from auxspec.engine.compare import CHECK_EVERY, Divergence, DivergenceFound, apply, compare, construct
 from auxspec.engine.expect import initial_state
 from auxspec.engine.ops import (
     ALL,
@@ -38,11 +45,12 @@ from auxspec.engine.ops import (
     Stats,
     Trace,
 )
-from auxspec.engine.table import step
+from auxspec.engine.table import kind_of, step
 from auxspec.engine.target import Target, load_target
 from auxspec.engine.traces import TraceError
 from auxspec.generators.background import BACKGROUND_CONSTRUCTORS, background_scenario
 from auxspec.models import sequential as model
+from auxspec.models.sequential import Err, Ok, Outcome
 from auxspec.reference.store import ReferenceStore
 
 TARGET_ENV = "AUXSPEC_TARGET"  # module:Class or a .py path; unset: the bundled store
@@ -53,17 +61,169 @@ def target_from_env(default: str | None = None) -> Target:
     return load_target(os.environ.get(TARGET_ENV, default))
 
 
-def differential(target: Target, profile: str) -> Callable[[bytes], None]:
-    """The harness body: spec vs ``target`` under ``profile``."""
+def target_args_from_env() -> str:
+    """What ``auxspec reproduce`` needs to name the harness's target."""
+    named = os.environ.get(TARGET_ENV)
+    return f"--target {shlex.quote(named)}" if named else ""  # the bundled store: reproduce's default
+
+
+# ------------------------------------------------------------------ findings
+
+FINDINGS_ENV = "AUXSPEC_FINDINGS"  # a folder: one artifact per signature, its hits counted
+SIGNATURES = "signatures"  # under it: <hash>.json (the first finding), <hash>.hits (one byte a hit)
+
+
+class Finding(DivergenceFound):
+    """A harness's finding, with its signature (see ``signature``)."""
+
+    def __init__(self, message: str, signature: str) -> None:
+        super().__init__(message)
+        self.signature = signature
+
+
+def _outcome_kind(outcome: Outcome | None, shown: str) -> str:
+    if isinstance(outcome, Err):
+        return f"error {outcome.kind.value}"
+    if isinstance(outcome, Ok):
+        return "ok"
+    first = shown.split(":", 1)[0]  # "unexpected ValueError: ...", "the port broke: ..."
+    return first.removeprefix("unexpected ").strip() or "nothing"
+
+
+def signature(divergence: Divergence) -> str:
+    """What tells one bug from another, not one input from another: the kind
+    of the first diverging op, the spec's and the target's outcome kinds,
+    what differed (the outcome, the state, the target's invariants, the
+    sizes, ``repr``) and the documented deviation it is, if any."""
+    op = divergence.op
+    where = "new" if op is None else kind_of(op).name
+    want = _outcome_kind(divergence.want, divergence.expected)
+    got = _outcome_kind(divergence.got, divergence.actual)
+    if divergence.expected == "the target's invariants hold":
+        what = "invariants"
+    elif divergence.got is not None and divergence.got == divergence.want:
+        what = "state"
+    elif divergence.got is not None and type(divergence.got) is type(divergence.want) and want == got:
+        what = "value"
+    elif divergence.expected.startswith(("repr", "the store's sizes")):
+        what = divergence.expected.split()[0].strip("()")
+    else:
+        what = "outcome"
+    return f"{where}: expected {want}, got {got} ({what}; deviation {divergence.deviation or 'none'})"
+
+
+_NUMBERS = re.compile(r"0x[0-9a-f]+|\d+")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def generic_signature(error: BaseException) -> str:
+    """A signature for the other harnesses' findings: the exception's type
+    and its message's first line, numbers and quoted values left out."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {_NUMBERS.sub('N', _QUOTED.sub('Q', first))[:160]}"
+
+
+def _artifact_prefix(argv: list[str]) -> str:
+    for arg in argv:
+        if arg.startswith("-artifact_prefix="):
+            return arg.split("=", 1)[1]
+    return ""
+
+
+def deduplicated(body: Callable[[bytes], None], reproduce: str | None = None) -> Callable[[bytes], None]:
+    """``body`` reporting each signature once: with ``AUXSPEC_FINDINGS`` set
+    (``fuzz/run`` sets it to a scratch folder its workers share), the first input
+    of a signature raises (libFuzzer writes it as ``crash-<sha1>``) and is
+    recorded in ``signatures/<hash>.json``; later ones only add a hit to
+    ``signatures/<hash>.hits`` and return, so the fuzzer goes on looking for
+    other bugs. ``reproduce``: the command that replays a finding, with
+    ``{file}`` for the file (default: this harness on the file)."""
+    folder = os.environ.get(FINDINGS_ENV)
+    prefix = _artifact_prefix(sys.argv)
+    template = reproduce or f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(sys.argv[0]).resolve()))} {{file}}"
+
+    def one_input(data: bytes) -> None:
+        try:
+            body(data)
+        except AssertionError as error:
+            found = getattr(error, "signature", None) or generic_signature(error)
+            artifact = f"{prefix}crash-{hashlib.sha1(data).hexdigest()}"
+            line = template.replace("{file}", shlex.quote(artifact))
+            if folder is not None and not _first_hit(Path(folder), found, artifact, line, data):
+                return
+            if not isinstance(error, Finding):
+                raise
+            raise Finding(f"{error}\nsignature: {found}\nreproduce: {line}", found) from None
+
+    return one_input
+
+
+def _first_hit(folder: Path, found: str, artifact: str, line: str, data: bytes) -> bool:
+    """Count a hit of ``found``; True for the first one (of any process)."""
+    where = folder / SIGNATURES
+    where.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha1(found.encode()).hexdigest()[:16]
+    with open(where / f"{name}.hits", "ab") as hits:  # O_APPEND: one byte a hit, from any worker
+        hits.write(b".")
+    try:
+        fd = os.open(where / f"{name}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    record = {"signature": found, "artifact": artifact, "reproduce": line, "bytes": len(data)}
+    with os.fdopen(fd, "w") as out:
+        json.dump(record, out)
+    return True
+
+
+def auxspec_command() -> str:
+    """How to run ``auxspec`` with this interpreter: its script beside it, or ``-m``."""
+    script = Path(sys.executable).with_name("auxspec")
+    if script.is_file():
+        return shlex.quote(str(script))
+    return f"{shlex.quote(sys.executable)} -m auxspec.cli"
+
+
+def libfuzzer_argv(argv: list[str]) -> list[str]:
+    """``argv`` for ``atheris.Setup`` with argv[0] replaced by this
+    interpreter and the harness: libFuzzer re-runs argv[0] through the shell
+    in fork, merge and ``-minimize_crash`` modes, and the harness's
+    ``#!/usr/bin/env python3`` would find whichever python comes first on
+    PATH, not the one with atheris. A frozen harness (OSS-Fuzz's pyinstaller
+    build) is its own interpreter: its argv is kept."""
+    if not argv or getattr(sys, "frozen", False):
+        return argv
+    return [f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(argv[0]).resolve()))}", *argv[1:]]
+
+
+def differential(
+    target: Target, profile: str, every: int = CHECK_EVERY, reproduce: str = ""
+) -> Callable[[bytes], None]:
+    """The harness body: spec vs ``target`` under ``profile``, in the
+    engine's cheap mode (``every`` > 1: outcomes after every op, the whole
+    state and the invariants every ``every`` ops and at the end, the precise
+    replay on any difference; see ``engine.compare.compare``), each
+    signature reported once (``deduplicated``). ``reproduce``: how
+    ``auxspec reproduce`` names the target (``--target X``, ``--exec CMD``)."""
 
     features = target.features
 
-    def one_input(data: bytes) -> None:
-        divergence = compare(decode(data, profile, features), target)
+    def compared(data: bytes) -> None:
+        divergence = compare(decode(data, profile, features), target, every=every)
         if divergence is not None:
-            raise DivergenceFound(f"{target.label} ({profile}):\n{divergence.render()}")
+            raise Finding(f"{target.label} ({profile}):\n{divergence.render()}", signature(divergence))
 
-    return one_input
+    how = f"{reproduce} --profile {profile}".strip()
+    return deduplicated(compared, f"{auxspec_command()} reproduce {{file}} {how}")
+
+
+def exec_differential(
+    command: str, profile: str, every: int = CHECK_EVERY, op_timeout: float = 5.0
+) -> Callable[[bytes], None]:
+    """The harness body for a port process (``docs/protocol.md``): one
+    process for the whole run, a new store per input through ``new`` (a new
+    process only after one broke), judged like a Python target."""
+    target, _ = exec_target(command, op_timeout)  # the port exits when the harness does (its stdin closes)
+    return differential(target, profile, every, reproduce=f"--exec {shlex.quote(command)}")
 
 
 def trace_parser(data: bytes) -> None:
@@ -139,7 +299,7 @@ def model_contracts(data: bytes) -> None:
 # ------------------------------------------------------------- invariants harness
 
 
-_BUNDLED = load_target(None)
+_BUNDLED: list[Target] = []  # loaded on first use, so that a harness can instrument auxstore first
 
 
 class ToothlessCheck(AssertionError):
@@ -152,7 +312,9 @@ def invariant_teeth(data: bytes) -> None:
     ``check_invariants()`` and ``model.violations`` to notice."""
     which = data[0] if data else 0
     trace = decode(data[1:], "strict")
-    store, _ = construct(_BUNDLED.factory, trace)
+    if not _BUNDLED:
+        _BUNDLED.append(load_target(None))
+    store, _ = construct(_BUNDLED[0].factory, trace)
     if store is None:
         return
     state = initial_state(trace)
