@@ -228,7 +228,7 @@ def _check(args: argparse.Namespace, target: Target, vectors: list[traces.Vector
     if background:
         say(f"background store: exploring writer schedules for {args.max_time - sequential_time:.0f} s")
         violation, scenarios = verify.explore_background(
-            target, args.profile, args.max_time - sequential_time, args.seed, progress
+            target, args.profile, args.max_time - sequential_time, args.seed, progress, reach=reach
         )
         report["background_explored"] = scenarios
         if violation:

@@ -32,7 +32,7 @@ from auxspec.engine.ops import CORE, Bad, Trace
 from auxspec.engine.table import kind_of
 from auxspec.engine.target import PortBroken, Target
 from auxspec.generators import exhaustive
-from auxspec.generators.background import background_scenario
+from auxspec.generators.background import Scenario, background_scenario, scaled_background_scenario
 from auxspec.models.sequential import State
 
 # The scope the random phase is meant to reach, per dimension (issue 12):
@@ -220,25 +220,40 @@ def explore_background(
     max_time: float,
     seed: int | None = None,
     progress: Callable[[int, float], None] | None = None,
+    reach: Reach | None = None,
 ) -> tuple[str | None, int]:
     """Search the target's background store for a schedule the background
     spec does not allow (the writer held at a gate, as the background fuzzer
     does, with the same decoding); the shrunk violation's report, or None,
-    and how many scenarios were tried."""
+    and how many scenarios were tried. Rounds alternate the fuzzer's scope
+    (bounds 1-3, short scenarios) and the scaled one
+    (``scaled_background_scenario``: bounds up to 64, queues filled, faults
+    at any batch index, long scenarios)."""
     assert target.background is not None and target.observe is not None
-    deadline = time.monotonic() + max_time
-    tried = 0
+    started = time.monotonic()
+    deadline = started + max_time
+    tried = ops = 0
+    scopes: tuple[Callable[[bytes, str], Scenario], ...] = (background_scenario, scaled_background_scenario)
+    scope = scopes[0]
+    # As in explore: past the deadline only inputs found to violate still do,
+    # and a timing-dependent one that passes on a second run is reported as it failed.
+    failing: dict[bytes, str] = {}
 
     def violates(data: bytes) -> bool:
-        nonlocal tried
+        nonlocal tried, ops
         tried += 1
         if progress and tried % 50 == 0:
             progress(tried, max(deadline - time.monotonic(), 0.0))
         if time.monotonic() > deadline:
-            return False
+            return data in failing
+        scenario = scope(data, profile)
+        ops += len(scenario.ops)
+        if reach is not None and isinstance(scenario.max_pending_batches, int):
+            reach.queue = max(reach.queue, scenario.max_pending_batches)
         try:
-            gated.run_scenario(target, background_scenario(data, profile))
-        except gated.Violation:
+            gated.run_scenario(target, scenario)
+        except gated.Violation as violation:
+            failing[data] = str(violation)
             return True
         return False
 
@@ -249,17 +264,31 @@ def explore_background(
         suppress_health_check=list(HealthCheck),
         phases=[Phase.generate, Phase.shrink],
     )
+    strategies = (st.binary(max_size=200), st.binary(min_size=64, max_size=2048))
     rng = Random(seed)
+    rounds = 0
+    found_report: str | None = None
     while time.monotonic() < deadline:
+        scope = scopes[rounds % 2]
+        strategy = strategies[rounds % 2]
+        rounds += 1
+        failing.clear()
         try:
-            found = find(st.binary(max_size=200), violates, settings=config, random=Random(rng.getrandbits(64)))
+            found = find(strategy, violates, settings=config, random=Random(rng.getrandbits(64)))
         except NoSuchExample:
             continue
+        except Flaky:  # a schedule that failed once and then passed: the smallest that failed
+            found = min(failing, key=lambda data: (len(data), data))
         try:
-            gated.run_scenario(target, background_scenario(found, profile))
+            gated.run_scenario(target, scope(found, profile))
         except gated.Violation as violation:
-            return str(violation), tried
-    return None, tried
+            found_report = str(violation)
+        else:
+            found_report = failing[found]
+        break
+    if reach is not None:
+        reach.phase("background", tried, time.monotonic() - started, ops)
+    return found_report, tried
 
 
 # ----------------------------------------------------------------- targets
