@@ -365,15 +365,19 @@ def _as_json(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
+_RATE_FIGURES = ("traces", "ops", "seconds", "traces_per_s", "ops_per_s")  # a phase's own figures follow them
+
+
 def _say_reach(reach: verify.Reach, say: Any) -> None:
     say(
         f"reached: {reach.slots} slots, objects of {reach.object_nbytes} bytes, {reach.keys} keys in a trace "
         f"({reach.keys_over_slots:.1f} per slot), {reach.ops} ops, pin count {reach.pins}, lists of {reach.key_list}"
     )
     for name, figures in reach.phases.items():
+        more = "".join(f", {key} {value:g}" for key, value in figures.items() if key not in _RATE_FIGURES)
         say(
             f"{name}: {figures['traces']:g} traces, {figures['ops']:g} ops in {figures['seconds']:g} s "
-            f"({figures['traces_per_s']:g} traces/s, {figures['ops_per_s']:g} ops/s)"
+            f"({figures['traces_per_s']:g} traces/s, {figures['ops_per_s']:g} ops/s{more})"
         )
     short = reach.short_of()
     if short:

@@ -113,12 +113,13 @@ class MadeBuffer:
         any byte of the caller's memory outside them (before the buffer's
         start, past what it wrote), that whole memory, which is never what
         the spec says."""
-        whole = memoryview(self.memory).cast("B").tobytes()
+        memory = self.memory
+        whole = memory if type(memory) in (bytearray, bytes) else memoryview(memory).cast("B").tobytes()
         start = self.start
-        data = whole[start : start + count]
+        data = bytes(whole[start : start + count])
         end = start + len(data)
-        if whole[:start].strip(b"\0") or whole[end:].strip(b"\0"):
-            return whole
+        if whole.count(0, 0, start) != start or whole.count(0, end) != len(whole) - end:
+            return bytes(whole)
         return data
 
 
