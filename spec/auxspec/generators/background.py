@@ -206,7 +206,7 @@ def background_scenario(data: bytes, profile: str = "strict") -> Scenario:
 # ------------------------------------------------------ the scaled background scope
 
 SCALED_BOUND = 64  # max_pending_batches up to this, log-uniform
-SCALED_MAX_OPS = 160  # owner calls: enough for more than 64 batches, and bounds of 64 to fill
+SCALED_MAX_OPS = 200  # owner calls: enough for more than 64 batches, and bounds of 64 to fill
 SCALED_FAULT_INDEX = 200  # an injected fault at any inner call up to this, log-uniform
 HOLDS = ("held", "sparse", "random", "bursts")  # how the writer is let go between owner calls
 
@@ -248,8 +248,12 @@ def scaled_background_scenario(data: bytes, profile: str = "strict") -> Scenario
     trace = decode(bytes([selector]) + rest[1:], profile, ALL if strict else frozenset())
     unpinned = padded[2] % 4 == 0 and not faults  # a long history: no pins, so no failure ends it early
     ops: list[Step] = []
-    for index, op in enumerate(trace.ops[:SCALED_MAX_OPS]):
+    for index, op in enumerate(trace.ops):
+        if len(ops) >= SCALED_MAX_OPS:
+            break
         if unpinned and isinstance(op, Put):
+            if not op.objects:
+                continue  # a put of pins only, or of nothing: not a batch of this history
             op = replace(op, retain=(), release=())
         byte = rest[(index * 7 + 1) % len(rest)]  # a byte of the input, spread over it
         step = 0
