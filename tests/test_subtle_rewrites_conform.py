@@ -16,7 +16,7 @@ import pytest
 from auxspec.engine.target import upstream_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "ports" / "subtle"))
-from measure import AUXSPEC, Port, discover, run  # noqa: E402
+from measure import AUXSPEC, Port, discover, run
 
 SEED = int(os.environ.get("AUXSPEC_SUBTLE_SEED", "1"))
 BUDGET = float(os.environ.get("AUXSPEC_SUBTLE_REWRITE_TIME", "15"))
