@@ -353,7 +353,8 @@ def explore_background(
         suppress_health_check=list(HealthCheck),
         phases=[Phase.generate, Phase.shrink],
     )
-    strategies = (st.binary(max_size=200), st.binary(min_size=64, max_size=4096))
+    # Scaled inputs of 1-4 KiB: Hypothesis draws a binary near its least size.
+    strategies = (st.binary(max_size=200), st.binary(min_size=1024, max_size=4096))
     rng = Random(seed)
     rounds = 0
     found_report: str | None = None

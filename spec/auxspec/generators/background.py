@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import strategies as st
 
@@ -251,10 +251,10 @@ def scaled_background_scenario(data: bytes, profile: str = "strict") -> Scenario
     for index, op in enumerate(trace.ops):
         if len(ops) >= SCALED_MAX_OPS:
             break
-        if unpinned and isinstance(op, Put):
-            if not op.objects:
+        if unpinned and kind_of(op).owner is OwnerCall.PUT:
+            if not getattr(op, "objects", ()):
                 continue  # a put of pins only, or of nothing: not a batch of this history
-            op = replace(op, retain=(), release=())
+            op = replace(cast(Put, op), retain=(), release=())
         byte = rest[(index * 7 + 1) % len(rest)]  # a byte of the input, spread over it
         step = 0
         if hold == "sparse":
