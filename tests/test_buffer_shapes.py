@@ -123,3 +123,21 @@ def test_writes_outside_what_the_call_reports_are_divergences() -> None:
     assert found is not None and found.step == 2  # the read with room to spare
     for shape in BUFFER_SHAPES:
         assert compare(_reads(shape), _target(_ZeroFillsAfter)) is None, shape
+
+
+class _WritesThenRefuses(BlockObjectStore):
+    """Copies what fits into a short buffer, then refuses it."""
+
+    def read_into(self, keys: Any, buffer: Any) -> int:
+        try:
+            return super().read_into(keys, buffer)
+        except ValueError:
+            view = memoryview(buffer).cast("B")
+            view[:] = self.get_concatenated(keys)[: len(view)]
+            raise
+
+
+def test_a_refused_read_that_wrote_into_the_buffer_is_a_divergence() -> None:
+    found = compare(_reads("plain"), _target(_WritesThenRefuses))
+    assert found is not None and found.step == 3
+    assert "wrote into the buffer" in found.actual

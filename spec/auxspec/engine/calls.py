@@ -107,14 +107,22 @@ class MadeBuffer:
     memory: Any = None  # anything memoryview() reads as the caller's whole memory
     start: int = 0
 
+    def _whole(self) -> bytes | bytearray:
+        memory = self.memory
+        return memory if type(memory) in (bytearray, bytes) else memoryview(memory).cast("B").tobytes()
+
+    def changed(self) -> bool:
+        """Whether any byte of the caller's memory changed (it was all zeros)."""
+        whole = self._whole()
+        return whole.count(0) != len(whole)
+
     def written(self, count: Any) -> bytes:
         """What the caller sees after the store said it wrote ``count`` bytes:
         those bytes, from the buffer's own start; or, when the store changed
         any byte of the caller's memory outside them (before the buffer's
         start, past what it wrote), that whole memory, which is never what
         the spec says."""
-        memory = self.memory
-        whole = memory if type(memory) in (bytearray, bytes) else memoryview(memory).cast("B").tobytes()
+        whole = self._whole()
         start = self.start
         data = bytes(whole[start : start + count])
         end = start + len(data)

@@ -100,7 +100,12 @@ def _put(store: Any, op: Put) -> None:
 
 def _read_into(store: Any, op: ReadInto) -> bytes | None:
     made = calls.buffer(op.buffer, op.readonly, op.form, op.shape)
-    written = store.read_into(calls.passed(op.keys, op.form), made.passed)
+    try:
+        written = store.read_into(calls.passed(op.keys, op.form), made.passed)
+    except Exception as error:
+        if made.memory is not None and made.changed():  # a failed call writes nothing (semantics.md, section 2)
+            raise AssertionError(f"read_into raised {type(error).__name__} and wrote into the buffer") from error
+        raise
     if made.memory is None or isinstance(op.buffer, Bad):
         return None  # a bad buffer must have been refused: any return is a divergence
     return made.written(written)
