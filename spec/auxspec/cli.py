@@ -374,7 +374,11 @@ def _say_reach(reach: verify.Reach, say: Any) -> None:
         f"({reach.keys_over_slots:.1f} per slot), {reach.ops} ops, pin count {reach.pins}, lists of {reach.key_list}"
     )
     for name, figures in reach.phases.items():
-        more = "".join(f", {key} {value:g}" for key, value in figures.items() if key not in _RATE_FIGURES)
+        more = "".join(
+            f", {key} {value:g}"
+            for key, value in figures.items()
+            if key not in _RATE_FIGURES and not isinstance(value, bool)  # the guided phase's corpus and arcs
+        )
         say(
             f"{name}: {figures['traces']:g} traces, {figures['ops']:g} ops in {figures['seconds']:g} s "
             f"({figures['traces_per_s']:g} traces/s, {figures['ops_per_s']:g} ops/s{more})"

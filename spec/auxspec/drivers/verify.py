@@ -346,21 +346,25 @@ def explore_background(
             return True
         return False
 
-    config = settings(
-        max_examples=50,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        phases=[Phase.generate, Phase.shrink],
-    )
+    # Rounds of about the same time: a scaled scenario runs up to 200 owner
+    # calls, many of them waiting on a full queue, so its rounds are shorter.
+    configs = [
+        settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+            phases=[Phase.generate, Phase.shrink],
+        )
+        for examples in (50, 6)
+    ]
     # Scaled inputs of 1-4 KiB: Hypothesis draws a binary near its least size.
     strategies = (st.binary(max_size=200), st.binary(min_size=1024, max_size=4096))
     rng = Random(seed)
     rounds = 0
     found_report: str | None = None
     while time.monotonic() < deadline:
-        scope = scopes[rounds % 2]
-        strategy = strategies[rounds % 2]
+        scope, strategy, config = scopes[rounds % 2], strategies[rounds % 2], configs[rounds % 2]
         rounds += 1
         failing.clear()
         try:
