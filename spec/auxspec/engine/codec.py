@@ -313,7 +313,10 @@ def _read_batch(kind: Batch, r: _Reading) -> Any:
             found.append(Bad(BAD_OBJECT))
             continue
         fill = read()
-        data = bytes([fill]) * r.object_nbytes if r.pattern == 0 else _payload(r, fill)
+        if r.larger and fill % 16 == 0:
+            data = bytes(r.object_nbytes)  # scaled: one object in 16 all zeros (a zero page), in every pattern
+        else:
+            data = bytes([fill]) * r.object_nbytes if r.pattern == 0 else _payload(r, fill)
         payload: PayloadValue = data
         if fill >= 253 and r.invalid:
             payload = None if fill == 253 else data + data[:1]  # wrong type, wrong length
