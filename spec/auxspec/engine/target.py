@@ -55,7 +55,6 @@ class Target:
     # see engine.compare.observed), for a port author who wants it checked.
     exact_order: bool = False
 
-
 UPSTREAM_ENV = "AUXSTORE_UPSTREAM"
 _UPSTREAM_RELATIVE = Path("..") / "shared" / "upstream" / "vllm_store.py"
 
@@ -149,6 +148,7 @@ def observe_vllm(store: Any) -> StoreSnapshot:
         (key, arena[slot * size : (slot + 1) * size] if slot >= 0 else b"") for key, slot in store._lru.items()
     )
     return StoreSnapshot(entries=entries, references=tuple(sorted(store._references.items())), closed=False)
+
 
 
 def load_target(spec: str | None) -> Target:
