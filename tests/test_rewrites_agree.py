@@ -146,8 +146,6 @@ def test_the_rewrite_agrees_with_the_spec_on_random_ops(path: Path) -> None:
 
 @pytest.mark.timeout(300)
 def test_the_background_rewrite_agrees_with_the_spec_on_random_ops() -> None:
-    # Built on auxstore's writer loop as it was before the no-hang rework.
-    pytest.skip("built on auxstore's pre-rework background internals (_check_keys, the writer's lock); to be rebuilt")
     module = _load(PORTS / "rewrites" / "r_bg_writer_loop.py")
     rng = random.Random(5)
     pending = {"n": 1}

@@ -43,23 +43,11 @@ DIMENSIONS = (
 )
 
 
-# The background ports built on auxstore's writer loop as it was before the
-# no-hang rework: they reach into its private lock protocol, which is gone, and
-# wait to be rebuilt over the new one (the spec and the scenarios are unchanged).
-ON_OLD_WRITER = "built on auxstore's pre-rework background internals (_check_keys, the writer's lock); to be rebuilt"
-
-
-def _built_on_old_writer(path: Path) -> bool:
-    return "from _bg import" in path.read_text()
-
-
 def _needs_vllm(path: Path) -> bool:
     return "from _vllm import" in path.read_text()
 
 
 def _load(path: Path) -> ModuleType:
-    if _built_on_old_writer(path):
-        pytest.skip(ON_OLD_WRITER)
     if _needs_vllm(path) and upstream_path() is None:
         pytest.skip("a vLLM-based port: vLLM's module (../shared/upstream or $AUXSTORE_UPSTREAM) is not available")
     return load_module_from_path(path)
@@ -94,13 +82,12 @@ def _reference(scenario: list[Any], profile: str) -> list[Outcome]:
 
 
 def test_there_are_enough_ports_over_every_dimension() -> None:
-    runnable = [p for p in PORTS if not _built_on_old_writer(p) and (upstream_path() or not _needs_vllm(p))]
+    runnable = [p for p in PORTS if upstream_path() or not _needs_vllm(p)]
     modules = [load_module_from_path(p) for p in runnable]
-    waiting = [p for p in PORTS if _built_on_old_writer(p)]
-    print(f"{len(modules)} ports load; {len(waiting)} wait to be rebuilt: {[p.stem for p in waiting]}")
+    print(f"{len(modules)} ports load")
     dimension_of = {p: re.search(r'^DIMENSION = "([^"]+)"', p.read_text(), re.M) for p in PORTS}
     assert len(PORTS) >= 32
-    for dimension in DIMENSIONS:  # counted over the files, the waiting ones too
+    for dimension in DIMENSIONS:  # counted over the files
         count = sum(1 for found in dimension_of.values() if found and found.group(1) == dimension)
         assert count >= 3, (dimension, count)
     texts = [p.read_text() for p in PORTS]

@@ -272,7 +272,7 @@ def _phases(
         say(f"background store: exploring writer schedules for {args.max_time - sequential_time:.0f} s")
         bar.start("background", None, args.max_time - sequential_time)
         violation, scenarios = verify.explore_background(
-            target, args.profile, args.max_time - sequential_time, args.seed, progress
+            target, args.profile, args.max_time - sequential_time, args.seed, progress, reach=reach
         )
         report["background_explored"] = scenarios
         if violation:
@@ -478,15 +478,23 @@ def _as_json(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
+_RATE_FIGURES = ("traces", "ops", "seconds", "traces_per_s", "ops_per_s")  # a phase's own figures follow them
+
+
 def _say_reach(reach: verify.Reach, say: Any) -> None:
     say(
         f"reached: {reach.slots} slots, objects of {reach.object_nbytes} bytes, {reach.keys} keys in a trace "
         f"({reach.keys_over_slots:.1f} per slot), {reach.ops} ops, pin count {reach.pins}, lists of {reach.key_list}"
     )
     for name, figures in reach.phases.items():
+        more = "".join(
+            f", {key} {value:g}"
+            for key, value in figures.items()
+            if key not in _RATE_FIGURES and not isinstance(value, bool)  # the guided phase's corpus and arcs
+        )
         say(
             f"{name}: {figures['traces']:g} traces, {figures['ops']:g} ops in {figures['seconds']:g} s "
-            f"({figures['traces_per_s']:g} traces/s, {figures['ops_per_s']:g} ops/s)"
+            f"({figures['traces_per_s']:g} traces/s, {figures['ops_per_s']:g} ops/s{more})"
         )
     short = reach.short_of()
     if short:

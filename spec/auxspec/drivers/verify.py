@@ -28,11 +28,11 @@ from auxspec.engine import traces
 from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.compare import Divergence, compare
 from auxspec.engine.fields import Batch, Key, Keys
-from auxspec.engine.ops import CORE, Bad, Trace
+from auxspec.engine.ops import CORE, PYTHON, Bad, Trace
 from auxspec.engine.table import kind_of
 from auxspec.engine.target import PortBroken, Target
-from auxspec.generators import exhaustive
-from auxspec.generators.background import background_scenario
+from auxspec.generators import exhaustive, guided
+from auxspec.generators.background import Scenario, background_scenario, scaled_background_scenario
 from auxspec.models.sequential import State
 
 # The scope the random phase is meant to reach, per dimension (issue 12):
@@ -173,9 +173,17 @@ def explore(
     scaled = st.tuples(st.integers(SCALED, SPECIAL_SIZES - 1), st.binary(min_size=256, max_size=4096))
     strategies = (classic, scaled.map(lambda drawn: bytes([drawn[0]]) + drawn[1]))
     rng = Random(seed)
+    steered = _Guided(target, profile, Random(rng.getrandbits(64)), known) if PYTHON in target.features else None
     rounds = 0
     while time.monotonic() < deadline:
-        strategy = strategies[rounds % 2]
+        if steered is not None and rounds % 3 == 2:
+            rounds += 1
+            hit = steered.turn(min(GUIDED_TURN, deadline - time.monotonic()))
+            if hit is not None:
+                steered.record(reach)
+                return hit, tried
+            continue
+        strategy = strategies[rounds % 2 if steered is None else rounds % 3]
         rounds += 1
         try:
             found = find(strategy, diverges, settings=config, random=Random(rng.getrandbits(64)))
@@ -189,8 +197,89 @@ def explore(
         # answers depend on its history, as a port process's may) is reported
         # as it failed.
         again = compare(decode(found, profile, target.features), target)
+        if steered is not None:
+            steered.record(reach)
         return again if again is not None else failing[found], tried
+    if steered is not None:
+        steered.record(reach)
     return None, tried
+
+
+GUIDED_TURN = 3.0  # seconds of the coverage-guided search per turn (every third round of explore)
+GUIDED_SHRINK = 10.0  # seconds it may spend shrinking what it found
+
+
+class _Guided:
+    """The coverage-guided search for a Python target (``generators.guided``):
+    the target's own arcs decide which codec inputs are kept and mutated;
+    each input is decoded by the one codec and judged by the one compare."""
+
+    def __init__(self, target: Target, profile: str, rng: Random, known: frozenset[str]) -> None:
+        self.target, self.profile, self.rng, self.known = target, profile, rng, known
+        self.arcs = guided.Arcs()
+        self.corpus = guided.Corpus(rng)
+        self.tried = self.ops = 0
+        self.seconds = 0.0
+
+    def _judge(self, data: bytes) -> Divergence | None:
+        trace = decode(data, self.profile, self.target.features)
+        self.tried += 1
+        self.ops += len(trace.ops)
+        with self.arcs:
+            found = compare(trace, self.target)
+        return found if found is not None and found.deviation not in self.known else None
+
+    def turn(self, seconds: float) -> Divergence | None:
+        """Search for ``seconds``; a shrunk divergence, or None."""
+        started = time.monotonic()
+        deadline = started + seconds
+        try:
+            if not self.corpus.inputs:  # seeds: a few inputs of each scope
+                for index in range(8):
+                    first = self.rng.randrange(SCALED, SPECIAL_SIZES) if index % 2 else self.rng.randrange(SCALED)
+                    size = 1024 if index % 2 else 64
+                    found = self._keep(bytes([first]) + self.rng.randbytes(size))
+                    if found is not None:
+                        return found
+            while time.monotonic() < deadline:
+                found = self._keep(self.corpus.next())
+                if found is not None:
+                    return found
+            return None
+        finally:
+            self.seconds += time.monotonic() - started
+
+    def _keep(self, data: bytes) -> Divergence | None:
+        before = self.arcs.fresh
+        found = self._judge(data)
+        if found is not None:
+            return self._shrink(data, found)
+        if self.arcs.fresh > before:
+            self.corpus.add(data)
+        return None
+
+    def _shrink(self, data: bytes, found: Divergence) -> Divergence:
+        """Cut runs of bytes while the input still diverges (halving the run
+        length when no cut works), for at most ``GUIDED_SHRINK`` seconds."""
+        deadline = time.monotonic() + GUIDED_SHRINK
+        best, chunk = data, max(len(data) // 2, 1)
+        while chunk >= 1 and time.monotonic() < deadline:
+            at, cut = 0, False
+            while at < len(best) and time.monotonic() < deadline:
+                candidate = best[:at] + best[at + chunk :]
+                again = self._judge(candidate) if candidate else None
+                if again is not None:
+                    best, found, cut = candidate, again, True
+                else:
+                    at += chunk
+            if not cut:
+                chunk //= 2
+        return found
+
+    def record(self, reach: Reach | None) -> None:
+        if reach is not None:
+            arcs = len(self.arcs.seen)
+            reach.phase("guided", self.tried, self.seconds, self.ops, corpus=len(self.corpus.inputs), arcs=arcs)
 
 
 def exhaust(
@@ -220,46 +309,80 @@ def explore_background(
     max_time: float,
     seed: int | None = None,
     progress: Callable[[int, float], None] | None = None,
+    reach: Reach | None = None,
 ) -> tuple[str | None, int]:
     """Search the target's background store for a schedule the background
     spec does not allow (the writer held at a gate, as the background fuzzer
     does, with the same decoding); the shrunk violation's report, or None,
-    and how many scenarios were tried."""
+    and how many scenarios were tried. Rounds alternate the fuzzer's scope
+    (bounds 1-3, short scenarios) and the scaled one
+    (``scaled_background_scenario``: bounds up to 64, queues filled, faults
+    at any batch index, long scenarios)."""
     assert target.background is not None and target.observe is not None
-    deadline = time.monotonic() + max_time
-    tried = 0
+    started = time.monotonic()
+    deadline = started + max_time
+    tried = ops = 0
+    scopes: tuple[Callable[[bytes, str], Scenario], ...] = (background_scenario, scaled_background_scenario)
+    scope = scopes[0]
+    # As in explore: past the deadline only inputs found to violate still do,
+    # and a timing-dependent one that passes on a second run is reported as it failed.
+    failing: dict[bytes, str] = {}
 
     def violates(data: bytes) -> bool:
-        nonlocal tried
+        nonlocal tried, ops
         tried += 1
         if progress and tried % 50 == 0:
             progress(tried, max(deadline - time.monotonic(), 0.0))
         if time.monotonic() > deadline:
-            return False
+            return data in failing
+        scenario = scope(data, profile)
+        ops += len(scenario.ops)
+        if reach is not None and isinstance(scenario.max_pending_batches, int):
+            reach.queue = max(reach.queue, scenario.max_pending_batches)
         try:
-            gated.run_scenario(target, background_scenario(data, profile))
-        except gated.Violation:
+            gated.run_scenario(target, scenario)
+        except gated.Violation as violation:
+            failing[data] = str(violation)
             return True
         return False
 
-    config = settings(
-        max_examples=50,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        phases=[Phase.generate, Phase.shrink],
-    )
+    # Rounds of about the same time: a scaled scenario runs up to 200 owner
+    # calls, many of them waiting on a full queue, so its rounds are shorter.
+    configs = [
+        settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+            phases=[Phase.generate, Phase.shrink],
+        )
+        for examples in (50, 6)
+    ]
+    # Scaled inputs of 1-4 KiB: Hypothesis draws a binary near its least size.
+    strategies = (st.binary(max_size=200), st.binary(min_size=1024, max_size=4096))
     rng = Random(seed)
+    rounds = 0
+    found_report: str | None = None
     while time.monotonic() < deadline:
+        scope, strategy, config = scopes[rounds % 2], strategies[rounds % 2], configs[rounds % 2]
+        rounds += 1
+        failing.clear()
         try:
-            found = find(st.binary(max_size=200), violates, settings=config, random=Random(rng.getrandbits(64)))
+            found = find(strategy, violates, settings=config, random=Random(rng.getrandbits(64)))
         except NoSuchExample:
             continue
+        except Flaky:  # a schedule that failed once and then passed: the smallest that failed
+            found = min(failing, key=lambda data: (len(data), data))
         try:
-            gated.run_scenario(target, background_scenario(found, profile))
+            gated.run_scenario(target, scope(found, profile))
         except gated.Violation as violation:
-            return str(violation), tried
-    return None, tried
+            found_report = str(violation)
+        else:
+            found_report = failing[found]
+        break
+    if reach is not None:
+        reach.phase("background", tried, time.monotonic() - started, ops)
+    return found_report, tried
 
 
 # ----------------------------------------------------------------- targets

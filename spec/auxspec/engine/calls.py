@@ -8,6 +8,9 @@ table's ``call`` entries use it; nothing here knows op kinds.
 
 from __future__ import annotations
 
+import ctypes
+import mmap
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -122,16 +125,133 @@ def _scribble(objects: list[Any], form: str) -> Callable[[], None] | None:
     return after
 
 
-def buffer(size: int | Bad, readonly: bool, form: str) -> tuple[bytearray | bytes | None, Any]:
-    """A read buffer of ``form``: the memory behind it (None for a non-buffer)
-    and the object passed."""
+@dataclass
+class MadeBuffer:
+    """A read buffer made for one call: the object passed, the memory behind
+    it (None for a non-buffer) and where the buffer starts in that memory."""
+
+    passed: Any
+    memory: Any = None  # anything memoryview() reads as the caller's whole memory
+    start: int = 0
+
+    def _whole(self) -> bytes | bytearray:
+        memory = self.memory
+        return memory if type(memory) in (bytearray, bytes) else memoryview(memory).cast("B").tobytes()
+
+    def room(self) -> int:
+        """The bytes the buffer passed offers (not its memory's padding around it)."""
+        with memoryview(self.passed) as view:
+            return view.nbytes
+
+    def changed(self) -> bool:
+        """Whether any byte of the caller's memory changed (it was all zeros)."""
+        whole = self._whole()
+        return whole.count(0) != len(whole)
+
+    def written(self, count: Any) -> bytes:
+        """What the caller sees after the store said it wrote ``count`` bytes:
+        those bytes, from the buffer's own start; or, when the store changed
+        any byte of the caller's memory outside them (before the buffer's
+        start, past what it wrote), that whole memory, which is never what
+        the spec says."""
+        whole = self._whole()
+        start = self.start
+        data = bytes(whole[start : start + count])
+        end = start + len(data)
+        if whole.count(0, 0, start) != start or whole.count(0, end) != len(whole) - end:
+            return bytes(whole)
+        return data
+
+
+_PAD = 3  # the offset shape's bytes before (and after) the view
+
+
+class _Sub(bytearray):
+    """A bytearray subclass, as a caller's own buffer type may be."""
+
+
+class _SubBytes(bytes):
+    """A bytes subclass: a read-only buffer of a caller's own type."""
+
+
+def buffer(size: int | Bad, readonly: bool, form: str, shape: str = "plain") -> MadeBuffer:
+    """A read buffer of ``size`` bytes in ``form`` and ``shape``
+    (``ops.BUFFER_SHAPES``), zero-filled; read-only when ``readonly``."""
     if isinstance(size, Bad):
         if size.what == "strided":
             every_other = bytearray(2 * 8 + 1)
-            return every_other, memoryview(every_other)[::2]
-        return None, None
-    memory: bytearray | bytes = bytes(size) if readonly else bytearray(size)
-    if form == "list":
-        return memory, memory
-    view = memoryview(memory)
-    return memory, view if form == "tuple" else view.cast("c")
+            return MadeBuffer(memoryview(every_other)[::2], every_other)
+        return MadeBuffer(None)
+    if shape == "plain" or (size == 0 and shape in ("mmap", "2d")):  # neither can be empty: the form's
+        memory: bytearray | bytes = bytes(size) if readonly else bytearray(size)
+        if form == "list":
+            return MadeBuffer(memory, memory)
+        view = memoryview(memory)
+        return MadeBuffer(view if form == "tuple" else view.cast("c"), memory)
+    return _SHAPES[shape](size, readonly)
+
+
+def _readonly(made: MadeBuffer, readonly: bool) -> MadeBuffer:
+    if readonly:
+        made.passed = memoryview(made.passed).toreadonly()
+    return made
+
+
+def _array(code: str) -> Callable[[int, bool], MadeBuffer]:
+    def make(size: int, readonly: bool) -> MadeBuffer:
+        items = array(code, bytes(size))
+        return _readonly(MadeBuffer(items, items), readonly)
+
+    return make
+
+
+def _cast(code: Any) -> Callable[[int, bool], MadeBuffer]:
+    def make(size: int, readonly: bool) -> MadeBuffer:
+        memory = bytearray(size)
+        return _readonly(MadeBuffer(memoryview(memory).cast(code), memory), readonly)
+
+    return make
+
+
+def _subclass(size: int, readonly: bool) -> MadeBuffer:
+    memory = _SubBytes(size) if readonly else _Sub(size)
+    return MadeBuffer(memory, memory)
+
+
+def _offset(size: int, readonly: bool) -> MadeBuffer:
+    memory = (bytes if readonly else bytearray)(size + 2 * _PAD)
+    return MadeBuffer(memoryview(memory)[_PAD : _PAD + size], memory, _PAD)
+
+
+def _rows(size: int, readonly: bool) -> MadeBuffer:
+    memory = bytearray(size)
+    return _readonly(MadeBuffer(memoryview(memory).cast("B", (2, size // 2)), memory), readonly)
+
+
+def _mmap(size: int, readonly: bool) -> MadeBuffer:
+    mapped = mmap.mmap(-1, size, prot=mmap.PROT_READ) if readonly else mmap.mmap(-1, size)
+    return MadeBuffer(mapped, mapped)
+
+
+def _ctypes(item: Any, unit: int) -> Callable[[int, bool], MadeBuffer]:
+    def make(size: int, readonly: bool) -> MadeBuffer:
+        memory = (item * (size // unit))()
+        return _readonly(MadeBuffer(memory, memory), readonly)
+
+    return make
+
+
+_SHAPES: dict[str, Callable[[int, bool], MadeBuffer]] = {
+    "subclass": _subclass,
+    "offset": _offset,
+    "array-B": _array("B"),
+    "array-H": _array("H"),
+    "array-I": _array("I"),
+    "array-d": _array("d"),
+    "cast-I": _cast("I"),
+    "cast-Q": _cast("Q"),
+    "2d": _rows,
+    "mmap": _mmap,
+    "ctypes": _ctypes(ctypes.c_ubyte, 1),
+    "ctypes-I": _ctypes(ctypes.c_uint32, 4),
+}

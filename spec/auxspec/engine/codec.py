@@ -20,14 +20,16 @@ from functools import cache, partial
 from operator import length_hint
 from typing import Any
 
-from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys
+from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys, Shape
 from auxspec.engine.ops import (
     ALL,
     BAD_BUFFERS,
     BAD_LISTS,
     BAD_OBJECT,
+    BUFFER_SHAPES,
     FORMS,
     PYTHON,
+    SHAPE_UNIT,
     UNDEFINED,
     Bad,
     Features,
@@ -99,7 +101,8 @@ class _Reading:
     keys: Any = ()  # the last key list read (a buffer's size follows it)
     scale: int = 1  # lists read up to scale x their kind's most
     pattern: int = 0  # payload bytes: 0 a fill byte repeated, 1 all 256 values from it, 2 sparse
-    larger: bool = False  # read_into buffers may be larger than the bytes read
+    larger: bool = False  # scaled: read_into buffers may be larger than the bytes read, and of any shape
+    buffer_shape: str = "plain"  # the last buffer's shape (ops.BUFFER_SHAPES)
     retained: list[KeyValue] = field(default_factory=list)  # scaled: retained since the last echo
 
 
@@ -310,7 +313,10 @@ def _read_batch(kind: Batch, r: _Reading) -> Any:
             found.append(Bad(BAD_OBJECT))
             continue
         fill = read()
-        data = bytes([fill]) * r.object_nbytes if r.pattern == 0 else _payload(r, fill)
+        if r.larger and fill % 16 == 0:
+            data = bytes(r.object_nbytes)  # scaled: one object in 16 all zeros (a zero page), in every pattern
+        else:
+            data = bytes([fill]) * r.object_nbytes if r.pattern == 0 else _payload(r, fill)
         payload: PayloadValue = data
         if fill >= 253 and r.invalid:
             payload = None if fill == 253 else data + data[:1]  # wrong type, wrong length
@@ -321,17 +327,37 @@ def _read_batch(kind: Batch, r: _Reading) -> Any:
 def _read_buffer(kind: Buffer, r: _Reading) -> int | Bad:
     count = 1 if isinstance(r.keys, Bad) else len(r.keys)
     byte = r.src.next()
-    size = count * r.object_nbytes - (byte % 4 == 0)
+    exact = count * r.object_nbytes
+    short = byte % 4 == 0
+    size = exact - short
     if r.larger and byte % 4 == 3:  # room to spare: up to three objects more
         size += r.object_nbytes * (1 + (byte >> 2) % 3)
-    r.shape = r.src.next() % 16
+    shape_byte = r.src.next()
+    r.shape = shape_byte % 16
+    r.buffer_shape = "plain"
     if r.invalid and r.python and r.shape in (1, 2):
         return Bad(BAD_BUFFERS[r.shape - 1])
+    if r.larger and r.python:
+        # Scaled: the shape byte's top four bits pick the kind of buffer
+        # (plain, subclass and offset twice as often as the others), its size rounded to whole
+        # items: down when the buffer is to be short, else up (room to spare).
+        shape = _SHAPE_BY_NIBBLE[shape_byte >> 4]
+        unit = SHAPE_UNIT.get(shape, 1)
+        r.buffer_shape = shape
+        if unit > 1 and size > 0:
+            size = size // unit * unit if short else -(-size // unit) * unit
     return max(size, 0)
+
+
+_SHAPE_BY_NIBBLE = tuple(BUFFER_SHAPES[index % len(BUFFER_SHAPES)] for index in range(16))
 
 
 def _read_flag(kind: Flag, r: _Reading) -> bool:
     return r.invalid and r.shape == 0  # the buffer's shape byte says read-only
+
+
+def _read_shape(kind: Shape, r: _Reading) -> str:
+    return r.buffer_shape  # the buffer's shape byte says it too
 
 
 _READERS: dict[type, Callable[[Any, _Reading], Any]] = {
@@ -340,6 +366,7 @@ _READERS: dict[type, Callable[[Any, _Reading], Any]] = {
     Batch: _read_batch,
     Buffer: _read_buffer,
     Flag: _read_flag,
+    Shape: _read_shape,
 }
 
 
@@ -484,10 +511,15 @@ def _write_flag(kind: Flag, value: bool, op: Any, w: _Writing) -> None:
     """Nothing: the buffer's shape byte holds it."""
 
 
+def _write_shape(kind: Shape, value: str, op: Any, w: _Writing) -> None:
+    _want(value == "plain")  # the classic scope passes only the form's buffer
+
+
 _WRITERS: dict[type, Callable[[Any, Any, Any, _Writing], None]] = {
     Key: _write_key,
     Keys: _write_keys,
     Batch: _write_batch,
     Buffer: _write_buffer,
     Flag: _write_flag,
+    Shape: _write_shape,
 }

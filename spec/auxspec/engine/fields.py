@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from auxspec.engine.ops import Bad, KeyList, KeyValue, Objects, ObjectValue, PayloadValue
+from auxspec.engine.ops import SHAPE_UNIT, Bad, KeyList, KeyValue, Objects, ObjectValue, PayloadValue
 from auxspec.models import sequential as model
 from auxspec.models.sequential import Invalid
 
@@ -55,7 +55,14 @@ class Form:
     """How a Python caller passes the valid values (``ops.FORMS``)."""
 
 
-FieldKind = Key | Keys | Batch | Buffer | Flag | Form
+@dataclass(frozen=True)
+class Shape:
+    """Which kind of writable buffer a Python caller passes to ``read_into``
+    (``ops.BUFFER_SHAPES``; "plain" is the form's). Never changes the outcome:
+    a buffer is counted in bytes and written from its own start."""
+
+
+FieldKind = Key | Keys | Batch | Buffer | Flag | Form | Shape
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,22 @@ def has_bad(kind: FieldKind, value: Any) -> bool:
     return isinstance(kind, Batch) and any(isinstance(obj, Bad) for obj in value)
 
 
+def python_only(kind: FieldKind, value: Any) -> bool:
+    """Whether only a Python store can be handed ``value``: a ``Bad`` shape,
+    a form other than plain lists, a buffer shape other than the form's."""
+    return (
+        has_bad(kind, value)
+        or (isinstance(kind, Form) and value != "list")
+        or (isinstance(kind, Shape) and value != "plain")
+    )
+
+
+def shape_fits(size: int | Bad, shape: str) -> bool:
+    """Whether a buffer of ``size`` bytes can have ``shape`` (its size is a
+    multiple of the shape's item size)."""
+    return isinstance(size, Bad) or size % SHAPE_UNIT.get(shape, 1) == 0
+
+
 # ------------------------------------------------------------------ display
 
 
@@ -131,6 +154,28 @@ def show(kind: FieldKind, value: Any, readonly: bool = False) -> str:
             return "None" if value.what == "not-buffer" else "a buffer that is not C-contiguous"
         return f"{'read-only ' if readonly else ''}buffer of {value} bytes"
     return repr(value)
+
+
+def show_buffer(value: Any, readonly: bool, shape: str) -> str:
+    """A read buffer as a caller would read it, its shape included."""
+    shown = show(Buffer(), value, readonly)
+    return shown if shape == "plain" or isinstance(value, Bad) else f"{shown} ({_SHAPE_NAMES[shape]})"
+
+
+_SHAPE_NAMES = {
+    "subclass": "a bytearray subclass",
+    "offset": "a memoryview slice 3 bytes into a larger bytearray",
+    "array-B": "array('B')",
+    "array-H": "array('H')",
+    "array-I": "array('I')",
+    "array-d": "array('d')",
+    "cast-I": "memoryview cast to 'I'",
+    "cast-Q": "memoryview cast to 'Q'",
+    "2d": "a 2-D memoryview of 2 rows",
+    "mmap": "an anonymous mmap",
+    "ctypes": "a ctypes c_ubyte array",
+    "ctypes-I": "a ctypes c_uint32 array",
+}
 
 
 def _shown_list(values: Any) -> str:

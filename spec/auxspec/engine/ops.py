@@ -18,6 +18,11 @@ changes the outcome, so ports in other languages ignore it:
   payload the caller replaces once the call returns, a buffer cast to
   format ``c``.
 
+A read buffer's ``shape`` (``BUFFER_SHAPES``) names the other buffers a
+Python caller may pass (a ``bytearray`` subclass, a ``memoryview`` slice
+with an offset, ``array.array`` and casts with multi-byte items, a 2-D view,
+``mmap``, ``ctypes`` arrays); like the form it never changes the outcome.
+
 What a target offers decides which ops a trace may hold (``Features``):
 ``read_into``; the observations ``flush``, ``len``, ``in``, ``stats`` and
 ``with`` (``OBSERVE``); the Python call forms and shapes (``PYTHON``; a port
@@ -54,6 +59,28 @@ Objects = tuple[ObjectValue, ...] | Bad
 
 FORMS = ("list", "tuple", "iter")
 
+# The shape of a valid read_into buffer beyond its form (``ReadInto.shape``):
+# "plain" is the form's own buffer; the others are every other kind of
+# writable, C-contiguous buffer a Python caller may pass. Each is counted in
+# bytes and written from its own start (engine.calls builds them).
+BUFFER_SHAPES = (
+    "plain",
+    "subclass",  # an instance of a bytearray subclass
+    "offset",  # a memoryview slice that starts 3 bytes into a larger bytearray
+    "array-B",  # array.array('B')
+    "array-H",  # array.array('H'): 2-byte items
+    "array-I",  # array.array('I'): 4-byte items
+    "array-d",  # array.array('d'): 8-byte items
+    "cast-I",  # memoryview(bytearray).cast('I')
+    "cast-Q",  # memoryview(bytearray).cast('Q')
+    "2d",  # a 2-D memoryview, 2 rows
+    "mmap",  # an anonymous mmap.mmap
+    "ctypes",  # a ctypes c_ubyte array
+    "ctypes-I",  # a ctypes c_uint32 array
+)
+# How many bytes one step of a shape's size is (its items', or its rows' count).
+SHAPE_UNIT = {"array-H": 2, "array-I": 4, "array-d": 8, "cast-I": 4, "cast-Q": 8, "2d": 2, "ctypes-I": 4}
+
 
 @dataclass(frozen=True)
 class Put:
@@ -77,6 +104,7 @@ class ReadInto:
     buffer: int | Bad = 0
     readonly: bool = False
     form: str = "list"
+    shape: str = "plain"  # one of BUFFER_SHAPES; the buffer's size is in bytes, a multiple of SHAPE_UNIT
     name: ClassVar[str] = "read_into"
 
 

@@ -18,7 +18,20 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from auxspec.engine import calls
-from auxspec.engine.fields import Batch, Buffer, Field, Flag, Form, Key, Keys, has_bad, model_buffer, model_items
+from auxspec.engine.fields import (
+    Batch,
+    Buffer,
+    Field,
+    Flag,
+    Form,
+    Key,
+    Keys,
+    Shape,
+    model_buffer,
+    model_items,
+    python_only,
+    show_buffer,
+)
 from auxspec.engine.fields import model_key as _key
 from auxspec.engine.fields import model_keys as _keys
 from auxspec.engine.fields import show as _show
@@ -86,14 +99,20 @@ def _put(store: Any, op: Put) -> None:
 
 
 def _read_into(store: Any, op: ReadInto) -> bytes | None:
-    memory, target = calls.buffer(op.buffer, op.readonly, op.form)
-    written = store.read_into(calls.passed(op.keys, op.form), target)
-    if memory is None or isinstance(op.buffer, Bad):
+    made = calls.buffer(op.buffer, op.readonly, op.form, op.shape)
+    try:
+        written = store.read_into(calls.passed(op.keys, op.form), made.passed)
+    except Exception as error:
+        if made.memory is not None and made.changed():  # a failed call writes nothing (semantics.md, section 2)
+            raise AssertionError(f"read_into raised {type(error).__name__} and wrote into the buffer") from error
+        raise
+    if made.memory is None or isinstance(op.buffer, Bad):
         return None  # a bad buffer must have been refused: any return is a divergence
     count = calls.as_count("read_into()", written)
-    if not 0 <= count <= len(memory):
-        raise calls.OddReturn(f"read_into() returned {count}, outside the buffer's {len(memory)} bytes")
-    return bytes(memory[:count])
+    room = made.room()
+    if not 0 <= count <= room:
+        raise calls.OddReturn(f"read_into() returned {count}, outside the buffer's {room} bytes")
+    return made.written(count)
 
 
 def _stats(store: Any) -> model.Stats:
@@ -172,10 +191,11 @@ TABLE: tuple[OpKind, ...] = (
             Field("buffer", Buffer(), required=True),
             Field("readonly", Flag()),
             Field("form", Form()),
+            Field("shape", Shape()),
         ),
         lambda m, s, op: m.read_into(s, _keys(op.keys), model_buffer(op.buffer, op.readonly)),
         _read_into,
-        lambda op: f"read_into({_show(Keys(3), op.keys)}, {_show(Buffer(), op.buffer, op.readonly)}){_form(op)}",
+        lambda op: f"read_into({_show(Keys(3), op.keys)}, {show_buffer(op.buffer, op.readonly, op.shape)}){_form(op)}",
         OwnerCall.WAIT,
         feature=READ_INTO,
         slots=5,
@@ -287,7 +307,7 @@ def needs(op: Op) -> Features:
     wanted = {row.feature} if row.feature else set()
     for field in row.fields:
         value = getattr(op, field.name)
-        if has_bad(field.kind, value) or (isinstance(field.kind, Form) and value != "list"):
+        if python_only(field.kind, value):
             wanted.add(PYTHON)
     return frozenset(wanted)
 

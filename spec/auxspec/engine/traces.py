@@ -14,8 +14,20 @@ from pathlib import Path
 from typing import Any
 
 from auxspec.engine.expect import expected_new, expected_outcomes
-from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys
-from auxspec.engine.ops import BAD_BUFFERS, BAD_LISTS, BAD_OBJECT, CORE, FORMS, Bad, KeyList, KeyValue, Op, Trace
+from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys, Shape, shape_fits
+from auxspec.engine.ops import (
+    BAD_BUFFERS,
+    BAD_LISTS,
+    BAD_OBJECT,
+    BUFFER_SHAPES,
+    CORE,
+    FORMS,
+    Bad,
+    KeyList,
+    KeyValue,
+    Op,
+    Trace,
+)
 from auxspec.engine.table import BY_NAME, STATS_FIELDS, kind_of, needs
 from auxspec.models import sequential as model
 from auxspec.models.sequential import PROFILES, Err, Kind, Ok, Outcome
@@ -53,7 +65,7 @@ def op_to_json(op: Op) -> dict[str, Any]:
     body: dict[str, Any] = {"op": op.name}
     for f in kind_of(op).fields:
         value = getattr(op, f.name)
-        if not (isinstance(f.kind, Form) and value == "list"):
+        if not ((isinstance(f.kind, Form) and value == "list") or (isinstance(f.kind, Shape) and value == "plain")):
             body[f.name] = _TO_JSON[type(f.kind)](value)
     return body
 
@@ -68,6 +80,11 @@ def op_from_json(line: Any, where: str) -> Op:
     for f in row.fields:
         if f.name in line or f.required:
             values[f.name] = _FROM_JSON[type(f.kind)](line.get(f.name), where)
+        if isinstance(f.kind, Shape) and f.name in values:
+            size = next((values.get(g.name, 0) for g in row.fields if isinstance(g.kind, Buffer)), 0)
+            _want(
+                shape_fits(size, values[f.name]), where, f"a buffer of shape {values[f.name]} cannot hold {size} bytes"
+            )
     return row.cls(**values)  # type: ignore[no-any-return]
 
 
@@ -100,6 +117,7 @@ _TO_JSON: dict[type, Any] = {
     Buffer: _bad_to_json,
     Flag: lambda value: value,
     Form: lambda value: value,
+    Shape: lambda value: value,
 }
 
 
@@ -166,6 +184,11 @@ def _form_from_json(form: Any, where: str) -> str:
     return str(form)
 
 
+def _shape_from_json(shape: Any, where: str) -> str:
+    _want(shape in BUFFER_SHAPES, where, f"shape must be one of {', '.join(BUFFER_SHAPES)}")
+    return str(shape)
+
+
 _FROM_JSON: dict[type, Any] = {
     Key: _key_from_json,
     Keys: _keys_from_json,
@@ -173,6 +196,7 @@ _FROM_JSON: dict[type, Any] = {
     Buffer: _buffer_from_json,
     Flag: _flag_from_json,
     Form: _form_from_json,
+    Shape: _shape_from_json,
 }
 
 

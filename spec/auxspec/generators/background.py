@@ -3,13 +3,14 @@ and the exhaustive writer schedules."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
 from hypothesis import strategies as st
 
-from auxspec.engine.codec import decode
+from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.expect import background_batch, background_step, expected_new
 from auxspec.engine.ops import ALL, FORMS, Close, Contains, Enter, Exit, Flush, Get, Len, Op, Put, ReadInto, Stats
 from auxspec.engine.table import kind_of
@@ -149,7 +150,6 @@ def scenarios(
     )
 
 
-
 # ------------------------------------------------------------ from fuzzer bytes
 
 BACKGROUND_MAX_OPS = 24  # each owner call that waits costs the driver's delay
@@ -203,3 +203,72 @@ def background_scenario(data: bytes, profile: str = "strict") -> Scenario:
     return Scenario(profile, max_bytes, nbytes, bound, tuple(ops), faults, inner)
 
 
+# ------------------------------------------------------ the scaled background scope
+
+SCALED_BOUND = 64  # max_pending_batches up to this, log-uniform
+SCALED_MAX_OPS = 200  # owner calls: enough for more than 64 batches, and bounds of 64 to fill
+SCALED_FAULT_INDEX = 200  # an injected fault at any inner call up to this, log-uniform
+HOLDS = ("held", "sparse", "random", "bursts")  # how the writer is let go between owner calls
+
+
+def _log_scale(byte: int, most: int, least: int = 1) -> int:
+    """``least`` to ``most``, log-uniform in ``byte``."""
+    return max(least, round(math.exp(math.log(most) * byte / 255)) - 1 + least)
+
+
+def scaled_background_scenario(data: bytes, profile: str = "strict") -> Scenario:
+    """The scaled background scenario ``data`` stands for: queues from 1 to
+    ``SCALED_BOUND`` batches, writer schedules that fill them, faults at any
+    batch index, and the owner calls of the codec's scaled scope.
+
+    Header bytes: ``data[0]`` the bound (log-uniform, 1 to ``SCALED_BOUND``);
+    ``data[1]`` how the writer is let go (``HOLDS``: held at the gate so the
+    queue fills and every later put waits on a full queue, released now and
+    then, after each call, or in bursts as large as the bound) and, in its top
+    bits, whether a fault is injected; ``data[2]`` the fault's inner call index
+    (log-uniform, 0 to ``SCALED_FAULT_INDEX``) and type, or, a quarter of the
+    time with no fault, puts without pins (a history no failure cuts short,
+    so more than 64 batches are applied). The rest, its first
+    byte forced into the codec's scaled scope, are the owner calls
+    (``engine.codec.decode``: swarm configurations, capacities up to 96, runs
+    of one op kind, close wherever its swarm bit puts it); the release before
+    each call is read from those same bytes, so a shorter input is still a
+    shorter scenario.
+    """
+    padded = data + bytes(max(0, 4 - len(data)))
+    bound = _log_scale(padded[0], SCALED_BOUND)
+    hold = HOLDS[padded[1] % len(HOLDS)]
+    faults: tuple[tuple[int, Callable[[], BaseException]], ...] = ()
+    if padded[1] >> 6 == 3:  # a quarter of the time
+        index = _log_scale(padded[2], SCALED_FAULT_INDEX + 1) - 1
+        faults = ((index, FAULT_TYPES[padded[1] >> 2 & 3]),)
+    strict = profile == "strict"
+    rest = padded[3:]
+    selector = SCALED + rest[0] % (SPECIAL_SIZES - SCALED)
+    trace = decode(bytes([selector]) + rest[1:], profile, ALL if strict else frozenset())
+    unpinned = padded[2] % 4 == 0 and not faults  # a long history: no pins, so no failure ends it early
+    ops: list[Step] = []
+    for index, op in enumerate(trace.ops):
+        if len(ops) >= SCALED_MAX_OPS:
+            break
+        if unpinned and kind_of(op).owner is OwnerCall.PUT:
+            if not getattr(op, "objects", ()):
+                continue  # a put of pins only, or of nothing: not a batch of this history
+            op = replace(cast(Put, op), retain=(), release=())
+        byte = rest[(index * 7 + 1) % len(rest)]  # a byte of the input, spread over it
+        step = 0
+        if hold == "sparse":
+            step = 1 if byte % 8 == 0 else 0
+        elif hold == "random":
+            step = byte % 4
+        elif hold == "bursts" and byte % 16 == 0:
+            step = bound + 1
+        if step:
+            ops.append(Release(step))
+        ops.append(op)
+    sizes = (trace.max_bytes, trace.object_nbytes)
+    if expected_new(trace) != Ok():
+        sizes, ops = (1, 1), []
+    max_bytes, nbytes = sizes
+    assert isinstance(max_bytes, int) and isinstance(nbytes, int)
+    return Scenario(profile, max_bytes, nbytes, bound, tuple(ops), faults)

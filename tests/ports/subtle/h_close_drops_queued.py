@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bg import BlockObjectStore, LoopStore
+from _bg import BlockObjectStore, LoopStore, Policy
 
 DIMENSION = "background full queue"
 PROFILE = "strict"
@@ -23,9 +23,13 @@ DRIVE = "python"
 __all__ = ["BackgroundBlockObjectStore", "BlockObjectStore"]
 
 
-class BackgroundBlockObjectStore(LoopStore):
-    def _stop_early(self, taken_after_stop: int) -> bool:
+class _StopsEarly(Policy):
+    def stop_early(self, taken_after_stop: int) -> bool:
         return taken_after_stop >= 1
+
+
+class BackgroundBlockObjectStore(LoopStore):
+    POLICY = _StopsEarly
 
 
 SCENARIO = [

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bg import Batch, BlockObjectStore, LoopStore
+from _bg import Batch, BlockObjectStore, LoopStore, Policy
 
 DIMENSION = "background full queue"
 PROFILE = "strict"
@@ -24,14 +24,20 @@ DRIVE = "python"
 __all__ = ["BackgroundBlockObjectStore", "BlockObjectStore"]
 
 
-class BackgroundBlockObjectStore(LoopStore):
-    def _when_full(self, batch: Batch) -> bool:
-        with self._lock:
-            if not self._queue:
-                return False
-            objects, retains, releases = self._queue[-1]
-            self._queue[-1] = (list(objects) + batch[0], retains + batch[1], releases + batch[2])
+class _Merges(Policy):
+    def when_full(self, batch: Batch) -> bool:
+        queue = self.shared.queue
+        if not queue:
+            return False
+        last = queue[-1]
+        objects = dict(last.objects)
+        objects.update(batch.objects)  # a key in both: the later payload, as within one batch
+        queue[-1] = Batch(objects, last.retain_keys + batch.retain_keys, last.release_keys + batch.release_keys)
         return True
+
+
+class BackgroundBlockObjectStore(LoopStore):
+    POLICY = _Merges
 
 
 SCENARIO = [

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from collections import deque
 
-from _bg import Batch, BlockObjectStore, LoopStore
+from _bg import Batch, BlockObjectStore, LoopStore, Policy
 
 DIMENSION = "background full queue"
 PROFILE = "strict"
@@ -25,17 +25,20 @@ DRIVE = "python"
 __all__ = ["BackgroundBlockObjectStore", "BlockObjectStore"]
 
 
-class BackgroundBlockObjectStore(LoopStore):
-    def _when_full(self, batch: Batch) -> bool:
-        with self._lock:
-            self._overflow.append(batch)
+class _Overflow(Policy):
+    def when_full(self, batch: Batch) -> bool:
+        self.overflow.append(batch)
         return True
 
-    def _take(self, queue: deque[Batch]) -> Batch:
+    def take(self, queue: deque[Batch]) -> Batch:
         batch = queue.popleft()
-        if self._overflow:
-            queue.append(self._overflow.pop())
+        if self.overflow:
+            queue.append(self.overflow.pop())  # the newest parked batch first
         return batch
+
+
+class BackgroundBlockObjectStore(LoopStore):
+    POLICY = _Overflow
 
 
 SCENARIO = [

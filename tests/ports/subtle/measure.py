@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 REWRITES = HERE.parent / "rewrites"
 AUXSPEC = ROOT / ".venv" / "bin" / "auxspec"
-NOT_PORTS = {"measure.py", "check_subtle_ports.py"}
+NOT_PORTS = {"measure.py"}
 
 
 @dataclass

@@ -1,0 +1,131 @@
+"""Coverage-guided inputs for a Python target: the target's own branch
+coverage steers which codec inputs are mutated next.
+
+``Arcs`` records the line-to-line arcs (the branches taken) that the
+target's own code runs, with ``sys.settrace`` restricted to the target's
+files (not the spec's, the standard library's or installed packages'), so
+the cost falls on the target's frames only. ``Corpus`` keeps every input
+that reached an arc no earlier input reached, and makes the next input by
+mutating one of them (libFuzzer's kinds of mutation: flip, set to a boundary
+value, insert, erase, copy a run, splice two inputs). An input is bytes for
+``engine.codec.decode``, and a driver judges it with the one compare; this
+module knows neither.
+"""
+
+from __future__ import annotations
+
+import sys
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+from random import Random
+from types import CodeType, FrameType
+from typing import Any
+
+Tracer = Callable[[FrameType, str, Any], Any]
+
+_SPEC = str(Path(__file__).resolve().parents[1])  # the spec's own code (auxspec/) is not the target
+_LIBRARIES = ("stdlib", "platstdlib", "purelib", "platlib")  # the standard library and installed packages
+_NOT_TARGET = tuple({_SPEC, *(str(Path(sysconfig.get_paths()[name]).resolve()) for name in _LIBRARIES)})
+
+
+def _is_target_file(filename: str) -> bool:
+    if filename.startswith("<"):
+        return False
+    try:
+        resolved = str(Path(filename).resolve())
+    except (OSError, ValueError):
+        return False
+    return not resolved.startswith(_NOT_TARGET)
+
+
+class Arcs:
+    """The arcs (code, line from, line to) the target's code has run; while
+    it is active (``with arcs:``), ``fresh`` counts the arcs not seen before."""
+
+    def __init__(self, wanted: Callable[[str], bool] = _is_target_file) -> None:
+        self.seen: set[tuple[CodeType, int, int]] = set()
+        self.fresh = 0
+        self._wanted = wanted
+        self._files: dict[str, bool] = {}
+        self._before: Any = None
+
+    def __enter__(self) -> Arcs:
+        self._before = sys.gettrace()
+        sys.settrace(self._call)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.settrace(self._before)  # whatever traced before (coverage's, say) goes on
+
+    def _call(self, frame: FrameType, event: str, arg: Any) -> Tracer | None:
+        code = frame.f_code
+        wanted = self._files.get(code.co_filename)
+        if wanted is None:
+            wanted = self._files[code.co_filename] = self._wanted(code.co_filename)
+        if not wanted:
+            return None
+        seen = self.seen
+        last = -code.co_firstlineno  # the frame's entry
+
+        def local(frame: FrameType, event: str, arg: Any) -> Tracer:
+            nonlocal last
+            if event == "line" or event == "return":
+                line = frame.f_lineno if event == "line" else -1
+                arc = (code, last, line)
+                if arc not in seen:
+                    seen.add(arc)
+                    self.fresh += 1
+                last = line
+            return local
+
+        return local
+
+
+_BOUNDARY = (0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64, 127, 128, 191, 192, 239, 240, 250, 253, 254, 255)
+
+
+class Corpus:
+    """Inputs that reached new arcs, and the mutations that make the next one."""
+
+    def __init__(self, rng: Random, most: int = 4096) -> None:
+        self.rng = rng
+        self.inputs: list[bytes] = []
+        self.most = most  # the longest input made
+
+    def add(self, data: bytes) -> None:
+        self.inputs.append(data)
+
+    def next(self) -> bytes:
+        rng = self.rng
+        data = bytearray(rng.choice(self.inputs))
+        for _ in range(1 + min(int(rng.expovariate(0.7)), 8)):
+            self._mutate(data)
+        return bytes(data[: self.most])
+
+    def _mutate(self, data: bytearray) -> None:
+        rng = self.rng
+        kind = rng.randrange(7)
+        if not data:
+            data.append(rng.randrange(256))
+            return
+        at = rng.randrange(len(data))
+        if kind == 0:
+            data[at] ^= 1 << rng.randrange(8)
+        elif kind == 1:
+            data[at] = rng.choice(_BOUNDARY)
+        elif kind == 2:
+            data[at] = (data[at] + rng.choice((-2, -1, 1, 2))) % 256
+        elif kind == 3:
+            data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9)))
+        elif kind == 4 and len(data) > 1:
+            del data[at : at + rng.randrange(1, 9)]
+        elif kind == 5:  # copy a run elsewhere: the same ops again
+            size = rng.randrange(1, 33)
+            run = data[at : at + size]
+            where = rng.randrange(len(data) + 1)
+            data[where:where] = run
+        else:  # splice with another input
+            other = rng.choice(self.inputs)
+            cut = rng.randrange(len(other) + 1)
+            data[at:] = other[cut:]
