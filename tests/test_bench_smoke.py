@@ -26,6 +26,7 @@ SCENARIOS = (
     "get_concatenated 5,000",
     "read_into vs vLLM get_concat",
     "read_into vs memcpy (*)",
+    "read_into vs copy floor (**)",
     "prefix-hit get_concatenated",
     "prefix-hit read_into vs memcpy",
     "metadata bytes/object",
