@@ -43,6 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_store import (  # the sibling script, found through the line above
+    CLOCKS,
     Impl,
     Store,
     _consume,
@@ -51,6 +52,7 @@ from bench_store import (  # the sibling script, found through the line above
     load_module,
     timed,
     upstream_location,
+    use_clock,
 )
 
 BATCH = 16
@@ -250,7 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke run: two tiny sizes, three samples")
     parser.add_argument("--json", metavar="OUT", help="also write the points and the machine's details here")
     parser.add_argument("--plot", metavar="OUT.png", help="draw the curves into this PNG (needs matplotlib)")
+    parser.add_argument(
+        "--clock", choices=sorted(CLOCKS), default="wall", help="wall time, or this thread's CPU time (shared machines)"
+    )
     args = parser.parse_args(argv)
+    use_clock(args.clock)
 
     sizes: tuple[int, ...] = QUICK_SIZES if args.quick else SIZES
     if args.sizes:
@@ -266,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     module = load_module(path)
 
     started = time.perf_counter()
-    print(f"batches of {BATCH}, {repeat} repeats of {args.puts} puts; baseline {path}")
+    print(f"batches of {BATCH}, {repeat} repeats of {args.puts} puts, {args.clock} clock; baseline {path}")
     points: list[Point] = []
     for slots in sizes:
         point = measure(module, slots, repeat, args.puts)
@@ -285,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"total {elapsed:.1f} s")
     date = datetime.datetime.now(datetime.UTC)
     if args.plot:
-        plot(points, Path(args.plot), f"auxstore vs vLLM by store size ({date:%Y-%m-%d}, {repeat} repeats)")
+        title = f"auxstore vs vLLM by store size ({date:%Y-%m-%d}, medians of {repeat}, {args.clock} time)"
+        plot(points, Path(args.plot), title)
         print(f"plot written to {args.plot}")
     if args.json:
         report = {
@@ -299,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             "batch": BATCH,
             "repeat": repeat,
             "puts_per_sample": args.puts,
+            "clock": args.clock,
             "elapsed_s": elapsed,
             "points": [asdict(p) for p in points],
         }
