@@ -1,7 +1,7 @@
 """Scale curves: put, read and memory of auxstore's store and vLLM's from 10^3 to 10^6 slots.
 
     .venv/bin/python benchmarks/bench_scale.py [--sizes 1000,10000,...] [--repeat N]
-        [--quick] [--json OUT] [--plot OUT.png] [--baseline PATH]
+        [--quick] [--json OUT] [--plot OUT.png] [--baseline PATH] [--clock wall|cpu]
 
 For each number of slots, both stores are filled (under ``tracemalloc``, to
 measure their bookkeeping), then timed side by side in one process:

@@ -1,6 +1,6 @@
 """Benchmark auxstore's BlockObjectStore against vLLM's, side by side in one process.
 
-    .venv/bin/python benchmarks/bench_store.py [--baseline PATH] [--repeat N] [--quick] [--json OUT]
+    .venv/bin/python benchmarks/bench_store.py [--baseline PATH] [--repeat N] [--quick] [--json OUT] [--clock wall|cpu]
 
 Both stores hold vLLM's typical object (16 tokens x 48 MoE layers x top-8
 routed-expert ids, one uint8 each: 6,144 bytes) in 20,000 slots. The two
