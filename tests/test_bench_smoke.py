@@ -26,6 +26,7 @@ SCENARIOS = (
     "get_concatenated 5,000",
     "read_into vs vLLM get_concat",
     "read_into vs memcpy (*)",
+    "read_into vs copy floor (**)",
     "prefix-hit get_concatenated",
     "prefix-hit read_into vs memcpy",
     "metadata bytes/object",
@@ -65,3 +66,45 @@ def test_quick_run_prints_every_scenario(tmp_path: Path) -> None:
     for row in report["rows"]:
         assert row["auxstore"] > 0 and row["vllm"] > 0, row
         assert len(row["auxstore_samples"]) == len(row["vllm_samples"]) >= 1, row
+
+
+SCALE_SCRIPT = REPO_ROOT / "benchmarks" / "bench_scale.py"
+
+
+@pytest.mark.timeout(120)
+def test_scale_quick_run_writes_table_json_and_plot(tmp_path: Path) -> None:
+    """bench_scale.py at tiny sizes: a table row per size, the JSON points, and a PNG."""
+    if not _upstream().is_file():
+        pytest.skip(f"vLLM's store module not found at {_upstream()} (set AUXSTORE_UPSTREAM)")
+    pytest.importorskip("matplotlib", reason="--plot needs matplotlib (the dev extra)")
+    out, png = tmp_path / "scale.json", tmp_path / "scale.png"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCALE_SCRIPT),
+            "--sizes",
+            "64,256",
+            "--repeat",
+            "2",
+            "--puts",
+            "2",
+            "--json",
+            str(out),
+            "--plot",
+            str(png),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        cwd=REPO_ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [row.split("|")[1].strip() for row in rows] == ["64", "256"], proc.stdout
+    report = json.loads(out.read_text())
+    assert [p["slots"] for p in report["points"]] == [64, 256]
+    for point in report["points"]:
+        for field in ("aux_put_us", "vllm_put_us", "aux_read_us", "vllm_read_us", "aux_bytes", "vllm_bytes"):
+            assert point[field] > 0, (field, point)
+        assert point["read_keys"] == point["slots"] // 2
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

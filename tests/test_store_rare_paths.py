@@ -192,6 +192,7 @@ def _break(store: BlockObjectStore, monkeypatch: pytest.MonkeyPatch) -> None:
 
     with monkeypatch.context() as patch:
         patch.setattr(BlockObjectStore, "_apply_put", fails)
+        patch.setattr(BlockObjectStore, "_apply_simple_put", fails)  # a put of new keys only
         with pytest.raises(MemoryError):
             store.put([obj("x")])
     assert store._gate == "put!"
