@@ -26,6 +26,7 @@ from auxspec.engine.ops import (
     OBSERVE,
     PYTHON,
     READ_INTO,
+    STATS,
     Bad,
     Close,
     Contains,
@@ -200,7 +201,7 @@ TABLE: tuple[OpKind, ...] = (
         lambda store, op: _stats(store),
         lambda op: "stats()",
         OwnerCall.WAIT,
-        feature=OBSERVE,
+        feature=STATS,
         group="observe",
     ),
     OpKind(

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from auxspec.engine.ops import CORE, OBSERVE, PYTHON, READ_INTO, Features
+from auxspec.engine.ops import CORE, OBSERVE, PYTHON, READ_INTO, STATS, Features
 from auxspec.reference.store import Snapshot as StoreSnapshot
 
 Observe = Callable[[Any], StoreSnapshot | None]
@@ -176,16 +176,18 @@ def load_target(spec: str | None) -> Target:
     return Target(f"{name}:{cls.__name__}", _factory(cls), _observer(cls), features_of(cls), background)
 
 
-_OBSERVATIONS = ("flush", "stats", "__len__", "__contains__", "__enter__", "__exit__")
+_OBSERVATIONS = ("flush", "__len__", "__contains__", "__enter__", "__exit__")
 
 
 def features_of(cls: Any) -> Features:
     """The ops a Python store class can be driven with: every form and shape
-    of the Python API, ``read_into`` if it has one, the observations if it
-    has them all."""
+    of the Python API, ``read_into`` and ``stats`` if it has them, the
+    observations if it has them all."""
     found = {PYTHON}
     if hasattr(cls, "read_into"):
         found.add(READ_INTO)
+    if hasattr(cls, "stats"):
+        found.add(STATS)
     if all(hasattr(cls, name) for name in _OBSERVATIONS):
         found.add(OBSERVE)
     return frozenset(found)
