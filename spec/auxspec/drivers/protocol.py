@@ -20,6 +20,7 @@ its tail for the report; closing waits at most the timeout, then kills.
 from __future__ import annotations
 
 import contextlib
+import importlib.resources
 import json
 import os
 import re
@@ -72,6 +73,13 @@ STDERR_TAIL = 2000  # bytes of the port's stderr kept for the report
 MAX_ANSWER_INT = 1 << 63  # an integer in an answer beyond this is not a count any store has
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 _ANSWER_KEYS = {"id", "ok", "error", "message"}
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of the protocol's messages, shipped in the package."""
+    text = importlib.resources.files("auxspec").joinpath("schemas", "protocol.schema.json").read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 class ProtocolError(PortBroken):
@@ -735,5 +743,6 @@ __all__ = [
     "parse_command",
     "process_factory",
     "process_target",
+    "schema",
     "serve",
 ]
