@@ -70,6 +70,9 @@ SHOWN = {
     "snapshot": "snapshot (the state after each op; outcomes only without it)",
 }
 STDERR_TAIL = 2000  # bytes of the port's stderr kept for the report
+# The first request to a process waits at least this long: it includes the
+# process's start (an interpreter importing its modules on a loaded machine).
+START_TIMEOUT = 20.0
 MAX_ANSWER_INT = 1 << 63  # an integer in an answer beyond this is not a count any store has
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 _ANSWER_KEYS = {"id", "ok", "error", "message"}
@@ -245,6 +248,7 @@ class PortProcess:
         # once any was, a break is a counterexample, not a port that cannot run.
         self.answered = earlier_answers
         self._pending = bytearray()  # read from stdout past the last answer line
+        self._waiting = op_timeout
         self._tail = bytearray()
         self._tail_lock = threading.Lock()
         try:
@@ -305,7 +309,9 @@ class PortProcess:
         self.next_id += 1
         line = json.dumps({"id": request_id, **body})
         shown = line if len(line) <= 300 else line[:300] + "..."
-        deadline = time.monotonic() + self.op_timeout
+        timeout = self.op_timeout if request_id > 1 else max(self.op_timeout, START_TIMEOUT)
+        self._waiting = timeout  # for the messages
+        deadline = time.monotonic() + timeout
         try:
             self._write((line + "\n").encode(), deadline)
             answer = self._read_line(deadline)
@@ -329,7 +335,7 @@ class PortProcess:
         while view:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise _Gone(f"the port took no input for {self.op_timeout:g} s")
+                raise _Gone(f"the port took no input for {self._waiting:g} s")
             _, ready, _ = select.select([], [self._in], [], left)
             if not ready:
                 continue
@@ -357,7 +363,7 @@ class PortProcess:
             left = deadline - time.monotonic()
             if left <= 0:
                 partial = f" ({scanned} bytes came without a newline)" if scanned else ""
-                raise _Gone(f"no answer within {self.op_timeout:g} s{partial}")
+                raise _Gone(f"no answer within {self._waiting:g} s{partial}")
             ready, _, _ = select.select([self._out], [], [], left)
             if not ready:
                 continue
@@ -389,7 +395,7 @@ class PortProcess:
             self._drainer.join(timeout=0.2)  # what it wrote last; a child may keep the pipe open
         with self._tail_lock:
             tail = bytes(self._tail)
-        return printable(tail.decode("utf-8", "replace").strip())
+        return printable(tail.decode("utf-8", "replace").strip(), newlines=True)
 
     def _stderr_tail(self) -> str:
         tail = self.stderr_tail()

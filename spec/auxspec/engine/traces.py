@@ -436,6 +436,10 @@ _UNPRINTABLE = {
 }
 
 
-def printable(text: str) -> str:
-    """``text`` with what could control a terminal shown as escapes."""
-    return text.translate(_UNPRINTABLE)
+_UNPRINTABLE_BUT_NEWLINES = {code: shown for code, shown in _UNPRINTABLE.items() if code != ord("\n")}
+
+
+def printable(text: str, newlines: bool = False) -> str:
+    """``text`` with what could control a terminal shown as escapes (but
+    newlines, with ``newlines``)."""
+    return text.translate(_UNPRINTABLE_BUT_NEWLINES if newlines else _UNPRINTABLE)
