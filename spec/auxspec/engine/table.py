@@ -276,4 +276,8 @@ def needs(op: Op) -> Features:
 
 
 def trace_needs(trace: Trace) -> Features:
-    return frozenset().union(*(needs(op) for op in trace.ops))
+    """The features a target must have to run every op of ``trace``."""
+    found: set[str] = set()
+    for op in trace.ops:  # one op at a time: a million-op trace makes no million sets at once
+        found |= needs(op)
+    return frozenset(found)

@@ -383,8 +383,18 @@ def _header(lines: Iterator[tuple[int, str]], source: str) -> Header:
     )
 
 
+_SEEN_MOST = 4096  # distinct op lines remembered while reading one file
+
+
 def _ops(lines: Iterator[tuple[int, str]], header: Header, source: str) -> Iterator[tuple[Op, Outcome]]:
+    # A line seen before stands for the same (immutable) op and outcome: a
+    # long machine-made vector repeats its lines, and then shares their objects.
+    seen: dict[str, tuple[Op, Outcome]] = {}
     for number, raw in lines:
+        known = seen.get(raw)
+        if known is not None:
+            yield known
+            continue
         if not raw.strip():
             continue
         where = f"{source}:{number}"
@@ -396,7 +406,11 @@ def _ops(lines: Iterator[tuple[int, str]], header: Header, source: str) -> Itera
             raise TraceError(f"{where}: {op.name} with this form or shape needs format version 2, the header says 1")
         if not isinstance(line, dict) or "expect" not in line:
             raise TraceError(f'{where}: op line needs "expect"')
-        yield op, outcome_from_json(line["expect"], where)
+        pair = op, outcome_from_json(line["expect"], where)
+        if len(seen) >= _SEEN_MOST:
+            seen.clear()
+        seen[raw] = pair
+        yield pair
 
 
 def _json_line(raw: str, where: str) -> Any:
