@@ -75,8 +75,7 @@ def _port(tmp_path: Path, body: str) -> str:
         textwrap.dedent(
             """
             import io, json, sys
-            from auxspec.drivers.protocol import offer_of, schema, serve
-from auxspec.engine.target import load_target
+            from auxspec.drivers.protocol import serve
             from auxspec.reference.store import ReferenceStore
 
             factory = lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n)
