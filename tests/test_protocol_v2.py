@@ -198,3 +198,82 @@ def test_serve_of_vllm_declares_no_read_into(tmp_path: Path, capsys: pytest.Capt
     assert code == 0, captured.out + captured.err
     assert "Traceback" not in captured.err
     assert "not declared, so not driven: read_into" in captured.out
+
+
+# ------------------------------------------------------------------ the wheel
+
+
+@pytest.mark.timeout(300)
+def test_the_wheel_ships_the_protocol_page_and_schema(tmp_path: Path) -> None:
+    """Built as pip builds it; the schema inside validates a real exchange
+    (one recorded from verify talking to a port through a tee)."""
+    import subprocess
+    import zipfile
+
+    import jsonschema
+
+    root = Path(__file__).parents[1]
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    if built.returncode != 0 and "hatchling" in built.stderr:
+        pytest.skip(f"cannot build the wheel here: {built.stderr.strip()[-300:]}")
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("auxstore-*.whl")
+    with zipfile.ZipFile(wheel) as zipped:
+        page = zipped.read("auxspec/docs/protocol.md").decode()
+        shipped = json.loads(zipped.read("auxspec/schemas/protocol.schema.json"))
+    assert page == (root / "docs" / "protocol.md").read_text()
+    # A real exchange: verify (one vector, no search) talking to the v2 test port, recorded.
+    log = tmp_path / "wire.log"
+    tee = tmp_path / "tee.py"
+    tee.write_text(
+        "import subprocess, sys, threading\n"
+        f"log = open({str(log)!r}, 'w')\n"
+        f"port = subprocess.Popen([sys.executable, {str(V2_PORT)!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE,"
+        " text=True, bufsize=1)\n"
+        "def back():\n"
+        "    for line in port.stdout:\n"
+        "        log.write('< ' + line); log.flush(); sys.stdout.write(line); sys.stdout.flush()\n"
+        "threading.Thread(target=back, daemon=True).start()\n"
+        "for line in sys.stdin:\n"
+        "    log.write('> ' + line); log.flush(); port.stdin.write(line); port.stdin.flush()\n"
+        "port.stdin.close(); port.wait()\n"
+    )
+    vector = VECTORS / "strict" / "read-into.jsonl"
+    code = cli.main(["verify", "--exec", f"{PY} {shlex.quote(str(tee))}", "--vectors", str(vector), "--max-time", "0"])
+    assert code == 0
+    lines = log.read_text().splitlines()
+    requests = [json.loads(line[2:]) for line in lines if line.startswith("> ")]
+    answers = {json.loads(line[2:])["id"]: json.loads(line[2:]) for line in lines if line.startswith("< ")}
+    assert {r["op"] for r in requests} >= {"hello", "new", "put", "read_into"}
+    validator = jsonschema.Draft202012Validator(shipped)
+    for request in requests:
+        validator.validate(request)
+        by_op = {key: value for key, value in shipped.items() if key != "oneOf"}
+        jsonschema.Draft202012Validator({**by_op, "$ref": f"#/$defs/answers/{request['op']}"}).validate(
+            answers[request["id"]]
+        )
+    # and the schema refuses what the protocol refuses
+    for bad in ({"id": True, "ok": None}, {"id": 1, "ok": None, "error": "type"}, {"id": 1, "error": "weird"}):
+        assert not validator.is_valid(bad), bad
+
+
+def test_the_schema_names_what_the_code_does() -> None:
+    from auxspec.drivers.protocol import CAPABILITIES, KINDS, OK_VALUES, schema
+    from auxspec.engine.table import BY_NAME, STATS_FIELDS
+
+    shipped = schema()["$defs"]
+    assert set(shipped["error"]["properties"]["error"]["enum"]) == KINDS
+    assert tuple(shipped["stats"]["required"]) == STATS_FIELDS
+    assert set(shipped["requests"]) == set(BY_NAME) | {"hello", "new", "snapshot"} == set(OK_VALUES)
+    assert set(shipped["answers"]) == set(OK_VALUES)
+    for name in CAPABILITIES:
+        assert (
+            name
+            in shipped["answers"]["hello"]["anyOf"][0]["properties"]["ok"]["properties"]["capabilities"]["description"]
+        )
