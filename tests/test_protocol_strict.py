@@ -306,3 +306,11 @@ def test_names_with_terminal_escapes_are_shown_safely() -> None:
     vector = traces.loads(json.dumps({**HEADER, "name": "\x1b[2J\x1b[31mred\u202e", "description": "\x07"}) + "\n")
     assert "\x1b" not in vector.name and "\u202e" not in vector.name and "\x07" not in vector.description
     assert vector.name == "\\x1b[2J\\x1b[31mred\\u202e"
+
+
+def test_explain_exec_with_a_bad_timeout_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "v.jsonl"
+    path.write_text(json.dumps(HEADER) + "\n")
+    for timeout in ("nan", "-1"):
+        assert cli.main(["explain", str(path), "--exec", _bent("none"), "--op-timeout", timeout]) == 2
+        assert "positive finite" in capsys.readouterr().err

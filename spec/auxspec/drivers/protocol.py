@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import importlib.resources
 import json
+import math
 import os
 import re
 import select
@@ -251,6 +252,8 @@ class PortProcess:
         self._waiting = op_timeout
         self._tail = bytearray()
         self._tail_lock = threading.Lock()
+        if not (isinstance(op_timeout, (int, float)) and math.isfinite(op_timeout) and op_timeout > 0):
+            raise ProtocolError(f"the per-op timeout must be a positive finite number of seconds, not {op_timeout!r}")
         try:
             argv = parse_command(command)
             self.process = subprocess.Popen(
