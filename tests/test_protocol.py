@@ -10,11 +10,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from auxspec import cli
-from auxspec.drivers.protocol import serve
+from auxspec.drivers.protocol import offer_of, schema, serve
 from auxspec.engine import traces
+from auxspec.engine.target import load_target
 from auxspec.reference.store import ReferenceStore
 
 PY = shlex.quote(sys.executable)
@@ -37,9 +39,19 @@ def test_the_documented_exchange() -> None:
     sent = [line[2:] for line in exchange.splitlines() if line.startswith("> ")]
     answered = [json.loads(line[2:]) for line in exchange.splitlines() if line.startswith("< ")]
     out = io.StringIO()
-    factory = lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n)  # noqa: E731
-    assert serve(factory, io.StringIO("\n".join(sent) + "\n"), out) == 0
+    target = load_target("auxspec:ReferenceStore")
+    assert serve(target.factory, io.StringIO("\n".join(sent) + "\n"), out, offer=offer_of(target)) == 0
     got = [json.loads(line) for line in out.getvalue().splitlines()]
+    # Every line of it, both ways, is a message of the shipped schema, and
+    # each answer is one its request's op may have.
+    validator = jsonschema.Draft202012Validator(schema())
+    for request, answer in zip(sent, got, strict=True):
+        validator.validate(json.loads(request))
+        validator.validate(answer)
+        op = json.loads(request)["op"]
+        answers = {**schema(), "$ref": f"#/$defs/answers/{op}"}
+        answers.pop("oneOf")
+        jsonschema.Draft202012Validator(answers).validate(answer)
     # Messages are free text; ids, values and kinds must be exactly the doc's.
     assert [{k: v for k, v in g.items() if k != "message"} for g in got] == [
         {k: v for k, v in a.items() if k != "message"} for a in answered
@@ -156,11 +168,11 @@ def test_a_port_that_ignores_new_diverges(tmp_path: Path) -> None:
     body = HISTORY + textwrap.dedent(
         """
         def REPLAY(line, _inner=REPLAY):
-            if json.loads(line)["op"] == "new" and history:
+            if json.loads(line)["op"] == "new" and any('"new"' in seen for seen in history):
                 return "".join(history)  # ignore it: the old store stays
             return _inner(line)
         def answer(request, good):
-            if request["op"] == "new" and seen["n"] > 1:
+            if request["op"] == "new" and seen["n"] > 2:  # after the handshake and the first new
                 return json.dumps({"id": request["id"], "ok": None})
             return json.dumps(good)
         """

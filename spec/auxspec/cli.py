@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from dataclasses import replace
@@ -18,7 +19,7 @@ from typing import Any
 from auxspec import vectors
 from auxspec.drivers import verify
 from auxspec.drivers.fuzzing import signature
-from auxspec.drivers.protocol import ProtocolError, main_serve
+from auxspec.drivers.protocol import ProtocolError, main_serve, parse_command, process_target
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
 from auxspec.engine.compare import Divergence, compare
@@ -27,7 +28,7 @@ from auxspec.engine.expect import expected_outcomes
 from auxspec.engine.ops import Trace
 from auxspec.engine.table import describe, trace_needs
 from auxspec.engine.target import Target, errors_of, load_attribute, load_target
-from auxspec.engine.traces import TraceError, outcome_to_json
+from auxspec.engine.traces import TraceError, outcome_to_json, printable
 from auxspec.generators import exhaustive
 from auxspec.teach import cli as teach_cli
 
@@ -53,11 +54,19 @@ def main(argv: list[str] | None = None) -> int:
         "(default: the bundled auxstore.BlockObjectStore)",
     )
     check.add_argument(
-        "--exec", dest="exec_command", metavar="CMD", help="verify a port process speaking docs/protocol.md"
+        "--exec",
+        dest="exec_command",
+        metavar="CMD",
+        type=_command,
+        help="verify a port process speaking docs/protocol.md (split as a shell would, not run by one)",
     )
-    check.add_argument("--op-timeout", type=float, default=5.0, help="seconds a port process may take per op")
+    check.add_argument(
+        "--op-timeout", type=_seconds(positive=True), default=5.0, help="seconds a port process may take per op"
+    )
     check.add_argument("--profile", choices=("strict", "upstream"), default="strict")
-    check.add_argument("--max-time", type=float, default=30.0, help="seconds of exploration (default 30)")
+    check.add_argument(
+        "--max-time", type=_seconds(positive=False), default=30.0, help="seconds of exploration (default 30)"
+    )
     check.add_argument("--seed", type=int, help="make the exploration repeatable")
     check.add_argument("--vectors", type=Path, action="append", help="vector file or folder (default: bundled)")
     check.add_argument("--out", type=Path, default=Path("divergence.jsonl"), help="where a divergence is written")
@@ -120,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = vec.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true")
     mode.add_argument("--generate", action="store_true")
-    vec.add_argument("--min-coverage", type=float, default=100.0, help="percent (default 100)")
+    vec.add_argument("--min-coverage", type=_percent, default=100.0, help="percent (default 100)")
 
     serve = commands.add_parser(
         "serve",
@@ -133,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in teach_cli.COMMANDS:
         return teach_cli.run(args)
-    if args.command == "serve":
+    if args.command == "serve":  # exit codes: docs/protocol.md
         try:
             return main_serve(args.target)
         except (LookupError, OSError, ImportError) as error:
@@ -152,19 +161,33 @@ def _verify(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"profile": args.profile}
     stop_port: Any = None
     try:
-        if args.exec_command and args.target:
+        if args.exec_command is not None and args.target:
             raise LookupError("give a TARGET or --exec CMD, not both")
         vector_paths = args.vectors or ([BUNDLED_VECTORS] if BUNDLED_VECTORS.is_dir() else [])
         vectors = [v for v in verify.load_vectors(vector_paths) if v.trace.profile == args.profile]
-        if args.exec_command:  # started last: nothing after it can fail and leave it running
-            target, stop_port = verify.exec_target(args.exec_command, args.op_timeout)
+        if args.exec_command is not None:  # started last: nothing after it can fail and leave it running
+            port = process_target(args.exec_command, args.op_timeout)
+            target, stop_port = port.target, port.close
+            # What the handshake leaves out, said before anything runs.
+            skipped = port.handshake.skipped()
+            left_out = sum(1 for v in vectors if not trace_needs(v.trace) <= target.features)
+            if left_out:
+                skipped.append(f"{left_out} of {len(vectors)} vectors need what the port does not offer")
+            report["protocol"] = port.handshake.protocol
+            report["capabilities"] = sorted(port.handshake.capabilities)
+            report["skipped"] = skipped
+            for line in skipped:
+                _say(args.json)(f"port: {line}")
         else:
             target = load_target(args.target)
         if args.exact_order:
             target = replace(target, exact_order=True)
         if args.errors:
             target = replace(target, errors=_errors(args.errors))
-    except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
+    except ProtocolError as error:
+        print(f"auxspec: the port broke the protocol: {error}", file=sys.stderr)
+        return 2
+    except (LookupError, TraceError, OSError, ImportError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
     try:
@@ -204,7 +227,7 @@ def _phases(
         divergence = verify.replay(vector, target)
         bar.update(number)
         if divergence:
-            say(f"vector {vector.name} ({number}/{len(usable)}) diverges")
+            say(f"vector {printable(vector.name)} ({number}/{len(usable)}) diverges")
             if not args.keep_going:
                 return _diverged(args, report, divergence, say)
             if divergence.deviation is None:
@@ -461,6 +484,39 @@ def _errors(given: list[str]) -> Any:
         return errors_of(mapping)
     except (TypeError, ValueError) as error:
         raise LookupError(f"--error: {error}") from None
+
+
+def _command(text: str) -> str:
+    """A port command: non-empty, and parsed as a shell would."""
+    try:
+        parse_command(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def _seconds(positive: bool) -> Any:
+    def seconds(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            wanted = "positive" if positive else "non-negative"
+            raise argparse.ArgumentTypeError(f"{text!r}: give a {wanted} finite number of seconds")
+        return value
+
+    return seconds
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage") from None
+    if not 0 <= value <= 100:  # NaN fails both
+        raise argparse.ArgumentTypeError(f"{text!r}: give a percentage from 0 to 100")
+    return value
 
 
 def _version() -> str:

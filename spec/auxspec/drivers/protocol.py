@@ -1,32 +1,89 @@
 """The port protocol (docs/protocol.md): JSON Lines over a process's stdin and
 stdout, requests in the op alphabet of the trace files.
 
-``ProcessTarget`` drives a port process; its stores raise the exceptions the
-binding gives each error kind, so ``ops.apply`` classifies them back and a
-port in any language is compared exactly like a Python one. ``serve`` is the
-port side for any Python target.
+``ProcessTarget`` (made by ``process_target``) drives a port process; its
+stores raise the exceptions the binding gives each error kind, so
+``ops.apply`` classifies them back and a port in any language is compared
+exactly like a Python one. Protocol 2 opens with a handshake (``hello``) in
+which the port declares what it offers; the target then has exactly those
+features (``engine.ops``), so nothing undeclared is ever sent. A port that
+makes no handshake is protocol 1 and is driven with ``CORE``.
+
+Every wait on the port is bounded: each answer must come, whole and within
+``MAX_LINE`` bytes, before the per-op timeout; requests are written within
+it too; the port's stderr is drained all the time by a thread that keeps
+its tail for the report; closing waits at most the timeout, then kills.
+
+``serve`` is the port side for any Python target.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.resources
 import json
+import math
+import os
+import re
 import select
 import shlex
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import IO, Any
 
 from auxspec.engine.compare import apply
-from auxspec.engine.ops import Close, Get, Op, Put, ReadInto
-from auxspec.engine.target import PortBroken, load_target
-from auxspec.engine.traces import TraceError, op_from_json, op_to_json, outcome_to_json
+from auxspec.engine.ops import CORE, OBSERVE, READ_INTO, STATS, Close, Features, Get, Op, Put, ReadInto
+from auxspec.engine.table import BY_NAME, STATS_FIELDS
+from auxspec.engine.target import Observe, PortBroken, Target, load_target
+from auxspec.engine.traces import (
+    MAX_LINE,
+    TraceError,
+    op_from_json,
+    op_to_json,
+    outcome_to_json,
+    parse_json,
+    printable,
+)
+from auxspec.models import sequential as model
 from auxspec.models.sequential import Kind
 from auxspec.reference import binding
 from auxspec.reference.store import Snapshot as StoreSnapshot
 
 KINDS = {kind.value for kind in Kind}
+PROTOCOL = 2  # the highest protocol version this side speaks
+# What a port may declare in the handshake, and the feature (engine.ops) each
+# gives the target; "snapshot" and "background" are not op features.
+CAPABILITIES: dict[str, str | None] = {
+    "read_into": READ_INTO,
+    "observe": OBSERVE,
+    "stats": STATS,
+    "snapshot": None,
+    "background": None,
+}
+SHOWN = {
+    "read_into": "read_into",
+    "observe": "the observations flush, len, in and with",
+    "stats": "stats",
+    "snapshot": "snapshot (the state after each op; outcomes only without it)",
+}
+STDERR_TAIL = 2000  # bytes of the port's stderr kept for the report
+# The first request to a process waits at least this long: it includes the
+# process's start (an interpreter importing its modules on a loaded machine).
+START_TIMEOUT = 20.0
+MAX_ANSWER_INT = 1 << 63  # an integer in an answer beyond this is not a count any store has
+_HEX = re.compile(r"(?:[0-9a-f]{2})*")
+_ANSWER_KEYS = {"id", "ok", "error", "message"}
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of the protocol's messages, shipped in the package."""
+    text = importlib.resources.files("auxspec").joinpath("schemas", "protocol.schema.json").read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 class ProtocolError(PortBroken):
@@ -34,12 +91,155 @@ class ProtocolError(PortBroken):
 
 
 class _Broken(Exception):
-    """Raised inside ``PortProcess.request``: what went wrong, before it is
-    told apart as at the start or mid-run."""
+    """Raised inside ``PortProcess``: what went wrong, before it is told apart
+    as at the start or mid-run."""
+
+
+class _Gone(_Broken):
+    """The port ended its stdout (exited, or closed it) or did not answer in
+    time: for a handshake, what a protocol 1 port may do with an unknown op."""
+
+
+def parse_command(command: str) -> list[str]:
+    """``command`` split as a shell would (without running one).
+
+    raises: ValueError (an unbalanced quote, or nothing to run)
+    """
+    try:
+        argv = shlex.split(command)
+    except ValueError as error:
+        raise ValueError(f"cannot parse the port command {command!r}: {error}") from None
+    if not argv:
+        raise ValueError("the port command is empty")
+    return argv
+
+
+@dataclass(frozen=True)
+class Handshake:
+    """What a port declared: its protocol version and capabilities (protocol
+    1, no handshake: ``read_into`` and snapshots tried, as before protocol 2)."""
+
+    protocol: int
+    capabilities: frozenset[str]
+    unknown: tuple[str, ...] = ()  # declared names this side does not know (ignored)
+
+    @property
+    def features(self) -> Features:
+        if self.protocol == 1:
+            return CORE
+        return frozenset(f for name in self.capabilities if (f := CAPABILITIES.get(name)) is not None)
+
+    def skipped(self) -> list[str]:
+        """What verify leaves out for this port, for people."""
+        if self.protocol == 1:
+            return [
+                "protocol 1 (no handshake): driven with put, get, read_into and close, snapshots tried; "
+                f"not driven: {SHOWN['observe']}, stats"
+            ]
+        left = [SHOWN[name] for name in SHOWN if name not in self.capabilities]
+        lines = [f"not declared, so not driven: {', '.join(left)}"] if left else []
+        if "background" in self.capabilities:
+            lines.append("background store: declared, but not driven (background stores are verified in-process)")
+        if self.unknown:
+            lines.append(f"unknown capabilities ignored: {', '.join(map(printable, self.unknown))}")
+        return lines
+
+
+V1 = Handshake(1, frozenset({"read_into", "snapshot"}))
+
+
+def _handshake_from(reply: dict[str, Any]) -> Handshake:
+    value = reply.get("ok")
+    if not isinstance(value, dict) or set(value) != {"protocol", "capabilities"}:
+        raise _Broken(f'the handshake answer must be {{"protocol": {PROTOCOL}, "capabilities": [...]}}, got {value!r}')
+    version, declared = value["protocol"], value["capabilities"]
+    if type(version) is not int or version != PROTOCOL:
+        raise _Broken(f"the port declared protocol {version!r}; this side speaks {PROTOCOL}")
+    if not isinstance(declared, list) or not all(isinstance(name, str) for name in declared):
+        raise _Broken(f"capabilities must be a list of strings, got {declared!r}")
+    known = frozenset(name for name in declared if name in CAPABILITIES)
+    return Handshake(version, known, tuple(sorted(set(declared) - known)))
+
+
+# ------------------------------------------------------------ the answers
+
+
+def _int(value: Any) -> bool:
+    return type(value) is int and 0 <= value < MAX_ANSWER_INT
+
+
+def _is_hex(value: Any) -> bool:
+    return isinstance(value, str) and _HEX.fullmatch(value) is not None
+
+
+def _null(value: Any) -> bool:
+    return value is None
+
+
+def _stats(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == set(STATS_FIELDS) and all(_int(v) for v in value.values())
+
+
+def _snapshot(value: Any) -> bool:
+    if not isinstance(value, dict) or set(value) != {"entries", "references", "closed"}:
+        return False
+    entries, references = value["entries"], value["references"]
+    return (
+        isinstance(entries, list)
+        and all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and _is_hex(e[1]) for e in entries)
+        and isinstance(references, list)
+        and all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) and _int(r[1]) for r in references)
+        and type(value["closed"]) is bool
+    )
+
+
+# The "ok" each op may answer; any other is a protocol error.
+OK_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "hello": (lambda v: isinstance(v, dict), '{"protocol": 2, "capabilities": [...]}'),
+    "new": (_null, "null"),
+    "put": (_null, "null"),
+    "close": (_null, "null"),
+    "flush": (_null, "null"),
+    "enter": (_null, "null"),
+    "exit": (_null, "null"),
+    "get": (_is_hex, "lowercase hex"),
+    "read_into": (_is_hex, "lowercase hex"),
+    "len": (_int, "a count"),
+    "contains": (lambda v: type(v) is bool, "true or false"),
+    "stats": (_stats, f"an object of the counts {', '.join(STATS_FIELDS)}"),
+    "snapshot": (_snapshot, '{"entries": [[key, hex]...], "references": [[key, count]...], "closed": bool}'),
+}
+
+
+def check_answer(op: str, reply: Any, request_id: int, unsupported: bool = False) -> dict[str, Any]:
+    """``reply`` if it is a well-formed answer to request ``request_id`` of
+    ``op``; else a ``_Broken`` saying how it is not. ``unsupported``: the
+    answer may be the error ``unsupported`` (a protocol 1 snapshot)."""
+    shown = printable(json.dumps(reply))[:200]
+    if not isinstance(reply, dict) or type(reply.get("id")) is not int or reply["id"] != request_id:
+        raise _Broken(f"the answer has the wrong id (wanted {request_id}): {shown}")
+    if set(reply) - _ANSWER_KEYS:
+        raise _Broken(f"the answer has fields the protocol does not: {sorted(set(reply) - _ANSWER_KEYS)}: {shown}")
+    if ("ok" in reply) == ("error" in reply):
+        raise _Broken(f'the answer needs exactly one of "ok" and "error": {shown}')
+    if "message" in reply and not isinstance(reply["message"], str):
+        raise _Broken(f"the message must be a string: {shown}")
+    if "error" in reply:
+        if not (reply["error"] in KINDS or (unsupported and reply["error"] == "unsupported")):
+            raise _Broken(f"the answer has an unknown error kind: {shown}")
+        return reply
+    valid, what = OK_VALUES[op]
+    if not valid(reply["ok"]):
+        raise _Broken(f"the answer to {op} must have ok {what}: {shown}")
+    return reply
+
+
+# -------------------------------------------------------------- the process
 
 
 class PortProcess:
-    """One running port; requests go out one at a time and wait for their answer."""
+    """One running port; requests go out one at a time and wait, bounded,
+    for their answer."""
 
     def __init__(self, command: str, op_timeout: float = 5.0, earlier_answers: int = 0) -> None:
         self.command = command
@@ -48,126 +248,233 @@ class PortProcess:
         # Requests answered, by this process and the earlier ones of its run:
         # once any was, a break is a counterexample, not a port that cannot run.
         self.answered = earlier_answers
+        self._pending = bytearray()  # read from stdout past the last answer line
+        self._waiting = op_timeout
+        self._tail = bytearray()
+        self._tail_lock = threading.Lock()
+        if not (isinstance(op_timeout, (int, float)) and math.isfinite(op_timeout) and op_timeout > 0):
+            raise ProtocolError(f"the per-op timeout must be a positive finite number of seconds, not {op_timeout!r}")
         try:
+            argv = parse_command(command)
             self.process = subprocess.Popen(
-                shlex.split(command),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                bufsize=1,
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
             )
-        except OSError as error:
+        except (OSError, ValueError) as error:
             raise ProtocolError(f"cannot start {command!r}: {error}", at_start=earlier_answers == 0) from None
+        assert self.process.stdin and self.process.stdout and self.process.stderr
+        self._in, self._out = self.process.stdin.fileno(), self.process.stdout.fileno()
+        os.set_blocking(self._in, False)
+        self._drainer = threading.Thread(
+            target=self._drain, args=(self.process.stderr.fileno(),), name="auxspec-port-stderr", daemon=True
+        )
+        self._drainer.start()
 
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def request(self, body: dict[str, Any]) -> dict[str, Any]:
+    # ------------------------------------------------------------ requests
+
+    def hello(self) -> Handshake | None:
+        """The port's handshake; ``V1`` for a port that answers it with an
+        error; None when it ended or said nothing in time (a protocol 1 port
+        may exit on an op it does not know: it is then killed, to be started
+        anew)."""
+        body = {"op": "hello", "protocol": PROTOCOL}
+        try:
+            reply = self._exchange(body, unsupported=True, any_error=True)
+        except _Gone:
+            self.kill()
+            return None
+        except _Broken as broken:
+            self.kill()
+            raise ProtocolError(f"handshake: {broken}", at_start=self.answered == 0) from None
+        if "error" in reply:
+            return V1
+        try:
+            return _handshake_from(reply)
+        except _Broken as broken:
+            self.kill()
+            raise ProtocolError(f"handshake: {broken}", at_start=self.answered == 0) from None
+
+    def request(self, body: dict[str, Any], unsupported: bool = False) -> dict[str, Any]:
         """The answer to ``body``; a ``ProtocolError`` (and the process killed,
         so it is never read half-way again) when it breaks the protocol."""
         try:
-            reply = self._request(body)
+            reply = self._exchange(body, unsupported)
         except _Broken as broken:
             self.kill()
-            raise ProtocolError(str(broken), at_start=self.answered == 0) from None
+            raise ProtocolError(str(broken) + self._stderr_tail(), at_start=self.answered == 0) from None
         self.answered += 1
         return reply
 
-    def _request(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _exchange(self, body: dict[str, Any], unsupported: bool = False, any_error: bool = False) -> dict[str, Any]:
         request_id = self.next_id
         self.next_id += 1
         line = json.dumps({"id": request_id, **body})
-        assert self.process.stdin is not None and self.process.stdout is not None
+        shown = line if len(line) <= 300 else line[:300] + "..."
+        timeout = self.op_timeout if request_id > 1 else max(self.op_timeout, START_TIMEOUT)
+        self._waiting = timeout  # for the messages
+        deadline = time.monotonic() + timeout
         try:
-            self.process.stdin.write(line + "\n")
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise _Broken(f"port exited before request {line}{self._stderr_tail()}") from None
-        ready, _, _ = select.select([self.process.stdout], [], [], self.op_timeout)
-        if not ready:
-            self.kill()
-            raise _Broken(f"no answer within {self.op_timeout:g} s to request {line}")
-        answer = self.process.stdout.readline()
-        if not answer:
-            code = self.process.wait(timeout=self.op_timeout)
-            raise _Broken(f"port exited with status {code} on request {line}{self._stderr_tail()}")
+            self._write((line + "\n").encode(), deadline)
+            answer = self._read_line(deadline)
+        except _Broken as broken:
+            raise type(broken)(f"{broken} (request {shown})") from None
         try:
-            reply = json.loads(answer)
-        except ValueError:  # JSONDecodeError, or an integer longer than int() takes
-            raise _Broken(f"answer to request {line} is not JSON: {answer.strip()[:200]!r}") from None
-        if not isinstance(reply, dict) or reply.get("id") != request_id:
-            raise _Broken(f"answer to request {line} has the wrong id: {answer.strip()[:200]!r}")
-        if ("ok" in reply) == ("error" in reply):
-            raise _Broken(f'answer to request {line} needs exactly one of "ok" and "error": {answer.strip()}')
-        if "error" in reply and reply["error"] not in KINDS:
-            raise _Broken(f"answer to request {line} has an unknown error kind: {answer.strip()[:200]!r}")
-        return reply
+            reply = parse_json(answer.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as error:
+            raise _Broken(f"the answer to request {shown} is not JSON ({error}): {_show(answer)}") from None
+        if any_error and isinstance(reply, dict) and isinstance(reply.get("error"), str):
+            unsupported = True  # a protocol 1 port answers an unknown op as it likes
+            if reply["error"] not in KINDS:
+                reply = {**reply, "error": "unsupported"}
+        try:
+            return check_answer(str(body["op"]), reply, request_id, unsupported)
+        except _Broken as broken:
+            raise _Broken(f"{broken} (request {shown})") from None
+
+    def _write(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Gone(f"the port took no input for {self._waiting:g} s")
+            _, ready, _ = select.select([], [self._in], [], left)
+            if not ready:
+                continue
+            try:
+                written = os.write(self._in, view)
+            except BlockingIOError:
+                continue
+            except OSError:  # BrokenPipeError: it exited, or closed its stdin
+                raise _Gone(f"the port exited before reading a request{self._exit_status()}") from None
+            view = view[written:]
+
+    def _read_line(self, deadline: float) -> bytes:
+        """The next answer line, without its newline: at most ``MAX_LINE``
+        bytes, refused past that without reading the rest."""
+        scanned = 0
+        while True:
+            end = self._pending.find(b"\n", scanned)
+            if end >= 0:
+                line = bytes(self._pending[:end])
+                del self._pending[: end + 1]
+                return line
+            scanned = len(self._pending)
+            if scanned > MAX_LINE:
+                raise _Broken(f"an answer line is longer than the protocol's {MAX_LINE} bytes")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                partial = f" ({scanned} bytes came without a newline)" if scanned else ""
+                raise _Gone(f"no answer within {self._waiting:g} s{partial}")
+            ready, _, _ = select.select([self._out], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self._out, 1 << 20)
+            if not chunk:
+                partial = f" after {scanned} bytes without a newline" if scanned else ""
+                raise _Gone(f"the port ended its output{partial}{self._exit_status()}")
+            self._pending += chunk
+
+    # ------------------------------------------------------------- stderr
+
+    def _drain(self, fd: int) -> None:
+        """Read the port's stderr until it ends, keeping the tail: a chatty
+        port never blocks on a full pipe."""
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            with self._tail_lock:
+                self._tail += chunk
+                del self._tail[:-STDERR_TAIL]
+
+    def stderr_tail(self) -> str:
+        """The end of what the port wrote to stderr, printable."""
+        if not self.alive():
+            self._drainer.join(timeout=0.2)  # what it wrote last; a child may keep the pipe open
+        with self._tail_lock:
+            tail = bytes(self._tail)
+        return printable(tail.decode("utf-8", "replace").strip(), newlines=True)
 
     def _stderr_tail(self) -> str:
-        if self.process.poll() is None or self.process.stderr is None:
-            return ""
-        tail = self.process.stderr.read()[-500:].strip()
-        return f"; its stderr ends: {tail}" if tail else ""
+        tail = self.stderr_tail()
+        return f"; its stderr ends: {tail[-500:]}" if tail else ""
+
+    def _exit_status(self) -> str:
+        try:
+            code = self.process.wait(timeout=min(self.op_timeout, 1.0))
+        except subprocess.TimeoutExpired:
+            return " (it is still running)"
+        return f" (it exited with status {code})"
+
+    # ------------------------------------------------------------- the end
 
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        self._close_pipes()
 
     def close(self) -> None:
-        if self.process.stdin:
-            with contextlib.suppress(OSError):  # the port may be gone already
-                self.process.stdin.close()
+        with contextlib.suppress(OSError):  # the port may be gone already
+            os.set_blocking(self._in, True)
+            assert self.process.stdin is not None
+            self.process.stdin.close()
         try:
             self.process.wait(timeout=self.op_timeout)
         except subprocess.TimeoutExpired:
             self.kill()
+        self._close_pipes()
+
+    def _close_pipes(self) -> None:
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
 
-def _raise_for(reply: dict[str, Any], op: str, line: str) -> None:
+def _show(line: bytes) -> str:
+    text = line[:200].decode("utf-8", "replace")
+    return repr(text) + (f" ... ({len(line)} bytes)" if len(line) > 200 else "")
+
+
+def _raise_for(reply: dict[str, Any]) -> None:
     if "error" not in reply:
         return
-    kind = reply["error"]  # a kind of KINDS: PortProcess.request checked it
+    kind = reply["error"]  # a kind of KINDS: check_answer checked it
     # The binding's exception for the kind: ops.apply classifies it back. The
     # message is optional in the protocol; a Python store must give one.
     message = str(reply.get("message") or f"{kind} (the port gave no message)")
     raise binding.exception_for(Kind(kind), "strict", message)
 
 
-def _hex(reply: dict[str, Any], op: str) -> bytes:
-    value = reply["ok"]
-    if not isinstance(value, str):
-        raise ProtocolError(f"answer to {op} must be hex, got {value!r}")
-    try:
-        return bytes.fromhex(value)
-    except ValueError:
-        raise ProtocolError(f"answer to {op} is not hex: {value!r}") from None
-
-
 class ProcessStore:
-    """A store inside a port process, with the Python store API."""
+    """A store inside a port process, with the Python store API (the calls of
+    the ops the port declared)."""
 
     def __init__(self, port: PortProcess, max_bytes: Any, object_nbytes: Any) -> None:
         self.port = port
-        reply = port.request({"op": "new", "max_bytes": max_bytes, "object_nbytes": object_nbytes})
-        _raise_for(reply, "new", str(reply))
+        _raise_for(port.request({"op": "new", "max_bytes": max_bytes, "object_nbytes": object_nbytes}))
 
-    def _call(self, op: Op) -> dict[str, Any]:
-        reply = self.port.request(op_to_json(op))
-        _raise_for(reply, op.name, str(reply))
-        return reply
+    def _call(self, op: Op | str, **fields: Any) -> Any:
+        reply = self.port.request(op_to_json(op) if not isinstance(op, str) else {"op": op, **fields})
+        _raise_for(reply)
+        return reply["ok"]
 
     def put(self, objects: list[Any], *, retain_keys: Any = (), release_keys: Any = ()) -> None:
         items = tuple((obj.key, obj.payload) for obj in objects)
         self._call(Put(items, tuple(retain_keys), tuple(release_keys)))
 
     def get_concatenated(self, keys: list[Any]) -> bytes:
-        return _hex(self._call(Get(tuple(keys))), "get")
+        return bytes.fromhex(self._call(Get(tuple(keys))))
 
     def read_into(self, keys: list[Any], buffer: bytes | bytearray) -> int:
         readonly = isinstance(buffer, bytes)
-        data = _hex(self._call(ReadInto(tuple(keys), len(buffer), readonly)), "read_into")
+        data = bytes.fromhex(self._call(ReadInto(tuple(keys), len(buffer), readonly)))
         if isinstance(buffer, bytes) or len(data) > len(buffer):  # a read-only buffer must have been refused
             raise ProtocolError(f"read_into answered {len(data)} bytes for a {len(buffer)}-byte buffer")
         buffer[: len(data)] = data
@@ -176,35 +483,92 @@ class ProcessStore:
     def close(self) -> None:
         self._call(Close())
 
+    def flush(self) -> None:
+        self._call("flush")
+
+    def __len__(self) -> int:
+        count: int = self._call("len")
+        return count
+
+    def __contains__(self, key: object) -> bool:
+        found: bool = self._call("contains", key=key)
+        return found
+
+    def stats(self) -> model.Stats:
+        counts = self._call("stats")
+        return model.Stats(*(counts[name] for name in STATS_FIELDS))
+
+    def __enter__(self) -> ProcessStore:
+        self._call("enter")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._call("exit")
+
     def snapshot(self) -> StoreSnapshot | None:
-        reply = self.port.request({"op": "snapshot"})
+        reply = self.port.request({"op": "snapshot"}, unsupported=True)
         if reply.get("error") == "unsupported":
             return None
-        _raise_for(reply, "snapshot", str(reply))
-        value = reply["ok"]
-        try:
-            entries = tuple((str(k), bytes.fromhex(p)) for k, p in value["entries"])
-            references = tuple((str(k), int(n)) for k, n in value["references"])
-            return StoreSnapshot(entries, references, bool(value["closed"]))
-        except (TypeError, ValueError, KeyError) as error:
-            raise ProtocolError(f"snapshot answer is malformed ({error}): {reply}") from None
+        _raise_for(reply)
+        value = reply["ok"]  # check_answer checked its shape
+        entries = tuple((k, bytes.fromhex(p)) for k, p in value["entries"])
+        references = tuple((k, n) for k, n in value["references"])
+        return StoreSnapshot(entries, references, value["closed"])
 
 
 class Ports:
-    """The port process behind a run: kept across traces, started anew for
-    the next store after one broke."""
+    """The port process behind a run: kept across traces, started anew (with
+    the same handshake) for the next store after one broke."""
 
     def __init__(self, command: str, op_timeout: float = 5.0) -> None:
         self.command, self.op_timeout = command, op_timeout
         self.port = PortProcess(command, op_timeout)
+        found = self.port.hello()
+        if found is None:  # no handshake: a protocol 1 port, started again after the unknown op
+            self.port = PortProcess(command, op_timeout)
+            found = V1
+        self.handshake = found
 
     def store(self, max_bytes: Any, object_nbytes: Any) -> ProcessStore:
         if not self.port.alive():
             self.port = PortProcess(self.command, self.op_timeout, self.port.answered)
+            if self.handshake.protocol > 1:
+                again = self.port.hello()
+                if again != self.handshake:
+                    self.port.kill()
+                    raise ProtocolError(f"the restarted port declared {again}, the first one {self.handshake}")
         return ProcessStore(self.port, max_bytes, object_nbytes)
 
     def close(self) -> None:
         self.port.close()
+
+
+@dataclass
+class ProcessTarget:
+    """A port process as a target: what it declared, the target with exactly
+    those features, and how to stop it."""
+
+    target: Target
+    ports: Ports
+
+    @property
+    def handshake(self) -> Handshake:
+        return self.ports.handshake
+
+    def close(self) -> None:
+        self.ports.close()
+
+
+def process_target(command: str, op_timeout: float = 5.0) -> ProcessTarget:
+    """Start the port of ``command`` and shake hands with it.
+
+    raises: ProtocolError (it cannot be started, or breaks the handshake)
+    """
+    ports = Ports(command, op_timeout)
+    shake = ports.handshake
+    observe: Observe | None = (lambda store: store.snapshot()) if "snapshot" in shake.capabilities else None
+    label = f"process {command!r}" + (f" (protocol {shake.protocol})" if shake.protocol > 1 else "")
+    return ProcessTarget(Target(label, ports.store, observe, shake.features), ports)
 
 
 def process_factory(command: str, op_timeout: float = 5.0) -> tuple[Callable[[Any, Any], ProcessStore], Ports]:
@@ -215,43 +579,116 @@ def process_factory(command: str, op_timeout: float = 5.0) -> tuple[Callable[[An
 
 # ------------------------------------------------------------------- serving
 
+# Exit codes of serve (docs/protocol.md).
+SERVED, TARGET_RAISED, NOT_PROTOCOL = 0, 1, 3
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What ``serve`` declares in the handshake, and how it shows snapshots."""
+
+    capabilities: frozenset[str]
+    observe: Observe | None = None
+
+
+def offer_of(target: Target) -> Offer:
+    """What ``target`` can be driven with, as capabilities."""
+    found = {name for name, feature in CAPABILITIES.items() if feature is not None and feature in target.features}
+    if target.observe is not None:
+        found.add("snapshot")
+    if target.background is not None:
+        found.add("background")
+    return Offer(frozenset(found), target.observe)
+
+
+def _needs(op: str) -> str | None:
+    """The capability a request of ``op`` needs, if any."""
+    if op == "snapshot":
+        return "snapshot"
+    row = BY_NAME.get(op)
+    feature = row.feature if row is not None else None
+    return next((name for name, f in CAPABILITIES.items() if f is not None and f == feature), None)
+
 
 def serve(
     factory: Callable[[Any, Any], Any],
-    stdin: IO[str] = sys.stdin,
-    stdout: IO[str] = sys.stdout,
+    stdin: IO[Any] | None = None,
+    stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
+    offer: Offer | None = None,
 ) -> int:
     """Answer protocol requests on ``stdin`` with stores from ``factory``.
 
-    Returns 0 at the end of input; 3 on a request that is not the protocol
-    (reported on ``stderr``, by default the process's), as docs/protocol.md
-    says a port should.
+    With an ``offer`` it speaks protocol 2: it answers ``hello`` with the
+    offer and refuses requests for what it did not declare; without one it
+    is a protocol 1 port (``hello`` is answered ``unsupported``). Returns
+    0 at the end of input; 3 on a request that is not the protocol (reported
+    on ``stderr``, by default the process's), as docs/protocol.md says a
+    port should; 1 when the target raised an exception that is no error kind.
     """
+    stdin = stdin if stdin is not None else sys.stdin.buffer
+    stdout = stdout if stdout is not None else sys.stdout
+    err = stderr or sys.stderr
     store: Any = None
-    for number, line in enumerate(stdin, start=1):
-        if not line.strip():
-            continue
+    number = 0
+    while True:
+        raw = stdin.readline(MAX_LINE + 1)
+        if not raw:
+            return SERVED
+        number += 1
+        where = f"request line {number}"
         try:
-            try:
-                request = json.loads(line)
-            except ValueError as error:  # JSONDecodeError, or an integer longer than int() takes
-                raise TraceError(f"request line {number}: not JSON ({error})") from None
-            if not isinstance(request, dict) or not isinstance(request.get("id"), int):
-                raise TraceError(f"request line {number}: needs an integer id")
-            reply = _answer(request, store, factory, f"request line {number}")
+            request = _request(raw, where)
+            if request is None:
+                continue
+            reply = _answer(request, store, factory, where, offer)
         except TraceError as error:
-            print(f"auxspec serve: {error}", file=stderr or sys.stderr)
-            return 3
+            print(f"auxspec serve: {error}", file=err)
+            return NOT_PROTOCOL
+        except _TargetRaised as error:
+            print(f"auxspec serve: {where}: {error}", file=err)
+            return TARGET_RAISED
         if "store" in reply:
             store = reply.pop("store")
         stdout.write(json.dumps({"id": request["id"], **reply}) + "\n")
         stdout.flush()
-    return 0
 
 
-def _answer(request: dict[str, Any], store: Any, factory: Callable[[Any, Any], Any], where: str) -> dict[str, Any]:
+class _TargetRaised(Exception):
+    """The target raised an exception that no error kind stands for."""
+
+
+def _request(raw: str | bytes, where: str) -> dict[str, Any] | None:
+    """The request of one line (None for a blank one); a ``TraceError`` for a
+    line that is not one."""
+    ended = raw.endswith(b"\n") if isinstance(raw, bytes) else raw.endswith("\n")
+    if len(raw) > MAX_LINE and not ended:
+        raise TraceError(f"{where}: longer than the protocol's {MAX_LINE} bytes (the rest was not read)")
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as error:
+        raise TraceError(f"{where}: not UTF-8 ({error})") from None
+    if not text.strip():
+        return None
+    try:
+        request = parse_json(text)
+    except ValueError as error:
+        raise TraceError(f"{where}: not JSON ({error})") from None
+    if not isinstance(request, dict) or type(request.get("id")) is not int:
+        raise TraceError(f"{where}: needs an integer id")
+    return request
+
+
+def _answer(
+    request: dict[str, Any], store: Any, factory: Callable[[Any, Any], Any], where: str, offer: Offer | None
+) -> dict[str, Any]:
     op = request.get("op")
+    if op == "hello":
+        if type(request.get("protocol")) is not int:
+            raise TraceError(f"{where}: hello needs the integer protocol its sender speaks")
+        if offer is None:
+            return {"error": "unsupported", "message": "this port speaks protocol 1 (no handshake)"}
+        return {"ok": {"protocol": PROTOCOL, "capabilities": sorted(offer.capabilities)}}
     if op == "new":
         if store is not None:
             with contextlib.suppress(Exception):  # a fresh store replaces it, whatever its state
@@ -261,20 +698,60 @@ def _answer(request: dict[str, Any], store: Any, factory: Callable[[Any, Any], A
         except Exception as error:
             kind = binding.classify("new", error)
             if kind is None:
-                raise
+                raise _TargetRaised(f"new raised {type(error).__name__}: {error}") from None
             return {"error": kind.value, "message": str(error), "store": None}
+    if not isinstance(op, str):
+        raise TraceError(f'{where}: a request needs "op"')
+    needed = _needs(op)
+    if offer is not None and needed is not None and needed not in offer.capabilities:
+        raise TraceError(f"{where}: {op!r} needs {needed!r}, which this port did not declare in the handshake")
     if store is None:
-        raise TraceError(f"{where}: {op!r} before any new")
+        raise TraceError(f"{where}: {op!r} before a store was built (after no new, or a failed one)")
     if op == "snapshot":
-        snap = getattr(store, "snapshot", None)
-        if snap is None:
-            return {"error": "unsupported"}
-        seen = snap()
-        entries = [[key, payload.hex()] for key, payload in seen.entries]
-        return {"ok": {"entries": entries, "references": [list(r) for r in seen.references], "closed": seen.closed}}
-    outcome = apply(store, op_from_json(request, where))
+        return _snapshot_answer(store, offer)
+    parsed = op_from_json(request, where)
+    try:
+        outcome = apply(store, parsed)
+    except Exception as error:
+        raise _TargetRaised(f"{op} raised {type(error).__name__}: {error}") from None
     return outcome_to_json(outcome)
 
 
+def _snapshot_answer(store: Any, offer: Offer | None) -> dict[str, Any]:
+    observe: Observe | None = offer.observe if offer is not None else None
+    if offer is None and hasattr(store, "snapshot"):  # protocol 1: the store's own, if it has one
+        observe = lambda s: s.snapshot()  # noqa: E731
+    if observe is None:
+        return {"error": "unsupported"}
+    try:
+        seen = observe(store)
+    except Exception as error:
+        raise _TargetRaised(f"snapshot raised {type(error).__name__}: {error}") from None
+    if seen is None:
+        return {"error": "unsupported"}
+    entries = [[key, bytes(payload).hex()] for key, payload in seen.entries]
+    return {"ok": {"entries": entries, "references": [list(r) for r in seen.references], "closed": seen.closed}}
+
+
 def main_serve(target: str | None) -> int:
-    return serve(load_target(target).factory)
+    loaded = load_target(target)
+    return serve(loaded.factory, offer=offer_of(loaded))
+
+
+__all__ = [
+    "CAPABILITIES",
+    "PROTOCOL",
+    "Handshake",
+    "Offer",
+    "PortProcess",
+    "ProcessStore",
+    "ProcessTarget",
+    "ProtocolError",
+    "check_answer",
+    "offer_of",
+    "parse_command",
+    "process_factory",
+    "process_target",
+    "schema",
+    "serve",
+]

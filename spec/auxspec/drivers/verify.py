@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 from hypothesis.errors import Flaky, NoSuchExample
 
 from auxspec.drivers import gated
-from auxspec.drivers.protocol import process_factory
+from auxspec.drivers.protocol import process_target
 from auxspec.engine import traces
 from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.compare import Divergence, compare
 from auxspec.engine.fields import Batch, Key, Keys
-from auxspec.engine.ops import CORE, PYTHON, Bad, Trace
+from auxspec.engine.ops import PYTHON, Bad, Trace
 from auxspec.engine.table import kind_of
 from auxspec.engine.target import PortBroken, Target
 from auxspec.generators import exhaustive, guided
@@ -389,9 +389,10 @@ def explore_background(
 
 
 def exec_target(command: str, op_timeout: float = 5.0) -> tuple[Target, Callable[[], None]]:
-    """A port process speaking the protocol, and how to stop it."""
-    factory, port = process_factory(command, op_timeout)
-    return Target(f"process {command!r}", factory, lambda store: store.snapshot(), CORE), port.close
+    """A port process speaking the protocol, with the features its handshake
+    declared (``drivers.protocol.process_target``), and how to stop it."""
+    made = process_target(command, op_timeout)
+    return made.target, made.close
 
 
 def load_vectors(paths: Iterable[Path]) -> list[traces.Vector]:

@@ -146,11 +146,11 @@ def _read_ops(
 ) -> list[Op]:
     ops: list[Op] = []
     src = r.src
+    if not features >= _OPTIONAL:  # the rows the target lacks leave their slots' groups
+        slots = [_allowed(members, features) for members in slots]
     while src.more() and len(ops) < most:
         byte = src.next()
         members = slots[byte % len(slots)]
-        if members[0][0].feature is not None and members[0][0].feature not in features:
-            members = ((_GET, frozenset()),)
         # The top three bits choose the form: mostly plain lists.
         form = FORMS[max(byte >> 5, 5) - 5] if r.python else "list"
         row, skip = members[0] if len(members) == 1 else members[src.next() % len(members)]
@@ -175,6 +175,15 @@ def _read_ops(
                 )
             )
     return ops
+
+
+_OPTIONAL = frozenset(row.feature for row in TABLE if row.feature is not None)
+
+
+def _allowed(members: tuple[_Slot, ...], features: Features) -> tuple[_Slot, ...]:
+    """The members of a slot that ``features`` allow; a ``get`` when none is."""
+    kept = tuple(member for member in members if member[0].feature is None or member[0].feature in features)
+    return kept or ((_GET, frozenset()),)
 
 
 # --------------------------------------------------------------- the scaled scope

@@ -24,8 +24,8 @@ with an offset, ``array.array`` and casts with multi-byte items, a 2-D view,
 ``mmap``, ``ctypes`` arrays); like the form it never changes the outcome.
 
 What a target offers decides which ops a trace may hold (``Features``):
-``read_into``; the observations ``flush``, ``len``, ``in``, ``stats`` and
-``with`` (``OBSERVE``); the Python call forms and shapes (``PYTHON``; a port
+``read_into``; the observations ``flush``, ``len``, ``in`` and ``with``
+(``OBSERVE``); ``stats`` (``STATS``); the Python call forms and shapes (``PYTHON``; a port
 behind the process protocol receives plain JSON values).
 
 Everything an op kind *does* (its model step, its Python call, its bytes,
@@ -164,11 +164,14 @@ class Trace:
 # ----------------------------------------------------------------- features
 
 READ_INTO = "read_into"  # read_into(keys, buffer)
-OBSERVE = "observe"  # flush(), len(store), key in store, stats(), with store
+OBSERVE = "observe"  # flush(), len(store), key in store, with store
+STATS = "stats"  # stats(): a port may offer it without the other observations
 PYTHON = "python"  # the forms and Bad shapes: only a Python store can be handed them
 # Not a target's: invalid values under ``upstream`` too, where the model
 # raises UndefinedInput (the model harness checks that it does).
 UNDEFINED = "undefined"
 Features = frozenset[str]
-ALL: Features = frozenset({READ_INTO, OBSERVE, PYTHON})
-CORE: Features = frozenset({READ_INTO})  # a port behind the process protocol
+ALL: Features = frozenset({READ_INTO, OBSERVE, STATS, PYTHON})
+# A port behind the process protocol that makes no handshake (protocol 1);
+# one that does (protocol 2) declares its own (drivers.protocol).
+CORE: Features = frozenset({READ_INTO})

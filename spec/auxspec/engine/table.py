@@ -39,6 +39,7 @@ from auxspec.engine.ops import (
     OBSERVE,
     PYTHON,
     READ_INTO,
+    STATS,
     Bad,
     Close,
     Contains,
@@ -238,7 +239,7 @@ TABLE: tuple[OpKind, ...] = (
         lambda store, op: _stats(store),
         lambda op: "stats()",
         OwnerCall.WAIT,
-        feature=OBSERVE,
+        feature=STATS,
         group="observe",
     ),
     OpKind(
@@ -313,4 +314,8 @@ def needs(op: Op) -> Features:
 
 
 def trace_needs(trace: Trace) -> Features:
-    return frozenset().union(*(needs(op) for op in trace.ops))
+    """The features a target must have to run every op of ``trace``."""
+    found: set[str] = set()
+    for op in trace.ops:  # one op at a time: a million-op trace makes no million sets at once
+        found |= needs(op)
+    return frozenset(found)

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from auxspec.engine.ops import CORE, OBSERVE, PYTHON, READ_INTO, Features
+from auxspec.engine.ops import CORE, OBSERVE, PYTHON, READ_INTO, STATS, Features
 from auxspec.models.sequential import Kind
 from auxspec.reference.store import Snapshot as StoreSnapshot
 
@@ -181,7 +181,7 @@ def load_target(spec: str | None) -> Target:
     return Target(f"{name}:{cls.__name__}", _factory(cls), _observer(cls), features_of(cls), background)
 
 
-_OBSERVATIONS = ("flush", "stats", "__len__", "__contains__", "__enter__", "__exit__")
+_OBSERVATIONS = ("flush", "__len__", "__contains__", "__enter__", "__exit__")
 
 
 def _import_from_here(name: str) -> ModuleType:
@@ -201,11 +201,13 @@ def _import_from_here(name: str) -> ModuleType:
 
 def features_of(cls: Any) -> Features:
     """The ops a Python store class can be driven with: every form and shape
-    of the Python API, ``read_into`` if it has one, the observations if it
-    has them all."""
+    of the Python API, ``read_into`` and ``stats`` if it has them, the
+    observations if it has them all."""
     found = {PYTHON}
     if hasattr(cls, "read_into"):
         found.add(READ_INTO)
+    if hasattr(cls, "stats"):
+        found.add(STATS)
     if all(hasattr(cls, name) for name in _OBSERVATIONS):
         found.add(OBSERVE)
     return frozenset(found)

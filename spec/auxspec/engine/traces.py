@@ -8,10 +8,12 @@ of format 1 keep reading it."""
 
 from __future__ import annotations
 
+import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from auxspec.engine.expect import expected_new, expected_outcomes
 from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys, Shape, shape_fits
@@ -39,6 +41,14 @@ VERSIONS = (1, 2)
 # more than any trace reads (64 keys of 16 KiB), and a reader (auxspec serve)
 # allocates it, so a line cannot make it allocate gigabytes.
 MAX_BUFFER = 1 << 20
+# The longest line a reader takes, in bytes without its newline: trace and
+# vector lines, serve's requests and a port's answers (docs/protocol.md). The
+# largest valid line is far shorter (a read_into answer of MAX_BUFFER bytes
+# is 2 MiB of hex); a longer one is refused without reading the rest of it.
+MAX_LINE = 1 << 24
+# The deepest nesting of arrays and objects a line may have; the deepest
+# valid line (a snapshot answer, a stats expectation) nests 4 deep.
+MAX_DEPTH = 16
 
 
 class TraceError(ValueError):
@@ -281,16 +291,102 @@ def write(vector: Vector, path: Path) -> None:
     path.write_text(dumps(vector), encoding="utf-8")
 
 
+@dataclass(frozen=True)
+class Header:
+    """A trace file's first line."""
+
+    name: str
+    description: str
+    profile: str
+    max_bytes: Any
+    object_nbytes: Any
+    expect_new: Outcome
+    version: int
+
+
 def loads(text: str, source: str = "<trace>") -> Vector:
     """Parse a trace; any fault is a ``TraceError`` naming ``source:line``."""
-    lines = text.splitlines()
-    if not lines or not lines[0].strip():
+    return _vector(io.StringIO(text), source)
+
+
+def load(path: Path) -> Vector:
+    """The vector in the file at ``path``, read line by line (each at most
+    ``MAX_LINE`` bytes)."""
+    try:
+        with path.open("rb") as stream:
+            return _vector(stream, str(path))
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read: {error}") from None
+
+
+def scan(path: Path) -> tuple[Header, Iterator[tuple[Op, Outcome]]]:
+    """The header of the file at ``path`` and its ops with their expected
+    outcomes, read as they are consumed: memory does not grow with the file.
+
+    raises: TraceError
+    """
+    try:
+        stream = path.open("rb")
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read: {error}") from None
+    try:
+        lines = lines_of(stream, str(path))
+        header = _header(lines, str(path))
+    except BaseException:
+        stream.close()
+        raise
+
+    def ops() -> Iterator[tuple[Op, Outcome]]:
+        with stream:
+            yield from _ops(lines, header, str(path))
+
+    return header, ops()
+
+
+def lines_of(stream: IO[Any], source: str, limit: int = MAX_LINE) -> Iterator[tuple[int, str]]:
+    """Each line of ``stream`` (bytes or text) with its number, without its
+    newline; a ``TraceError`` for a line longer than ``limit`` (its rest is
+    not read) or not UTF-8."""
+    number = 0
+    while True:
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        number += 1
+        newline = b"\n" if isinstance(raw, bytes) else "\n"
+        if raw.endswith(newline):
+            raw = raw[:-1]
+        elif len(raw) > limit:
+            raise TraceError(f"{source}:{number}: line longer than {limit} bytes (the rest was not read)")
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise TraceError(f"{source}:{number}: not UTF-8 ({error})") from None
+        yield number, raw
+
+
+def _vector(stream: IO[Any], source: str) -> Vector:
+    lines = lines_of(stream, source)
+    header = _header(lines, source)
+    ops: list[Op] = []
+    expected: list[Outcome] = []
+    for op, outcome in _ops(lines, header, source):
+        ops.append(op)
+        expected.append(outcome)
+    trace = Trace(header.profile, header.max_bytes, header.object_nbytes, tuple(ops))
+    return Vector(header.name, header.description, trace, tuple(expected), header.expect_new)
+
+
+def _header(lines: Iterator[tuple[int, str]], source: str) -> Header:
+    first = next(lines, None)
+    if first is None or not first[1].strip():
         raise TraceError(f"{source}:1: empty file, expected a header line")
-    header = _json_line(lines[0], f"{source}:1")
+    header = _json_line(first[1], f"{source}:1")
     where = f"{source}:1"
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise TraceError(f'{where}: header must have "format": "{FORMAT}"')
-    if header.get("version") not in VERSIONS:
+    if type(header.get("version")) is not int or header["version"] not in VERSIONS:  # not true, which == 1
         readable = " and ".join(map(str, VERSIONS))
         raise TraceError(f"{where}: version {header.get('version')!r} is not supported (this reader: {readable})")
     if header.get("profile") not in PROFILES:
@@ -300,38 +396,88 @@ def loads(text: str, source: str = "<trace>") -> Vector:
         if size not in header or isinstance(header[size], (list, dict)):
             raise TraceError(f"{where}: {size} must be given as a number")
     expect_new = outcome_from_json(header.get("expect_new", {"ok": None}), where)
-    ops: list[Op] = []
-    expected: list[Outcome] = []
-    for number, raw in enumerate(lines[1:], start=2):
+    return Header(
+        printable(str(header.get("name", ""))),
+        printable(str(header.get("description", ""))),
+        header["profile"],
+        header["max_bytes"],
+        header["object_nbytes"],
+        expect_new,
+        header["version"],
+    )
+
+
+_SEEN_MOST = 4096  # distinct op lines remembered while reading one file
+
+
+def _ops(lines: Iterator[tuple[int, str]], header: Header, source: str) -> Iterator[tuple[Op, Outcome]]:
+    # A line seen before stands for the same (immutable) op and outcome: a
+    # long machine-made vector repeats its lines, and then shares their objects.
+    seen: dict[str, tuple[Op, Outcome]] = {}
+    for number, raw in lines:
+        known = seen.get(raw)
+        if known is not None:
+            yield known
+            continue
         if not raw.strip():
             continue
         where = f"{source}:{number}"
+        if isinstance(header.expect_new, Err):
+            raise TraceError(f"{where}: a store that cannot be built has no ops to run")
         line = _json_line(raw, where)
         op = op_from_json(line, where)
-        if header["version"] < op_version(op):
+        if header.version < op_version(op):
             raise TraceError(f"{where}: {op.name} with this form or shape needs format version 2, the header says 1")
-        ops.append(op)
         if not isinstance(line, dict) or "expect" not in line:
             raise TraceError(f'{where}: op line needs "expect"')
-        expected.append(outcome_from_json(line["expect"], where))
-    trace = Trace(header["profile"], header["max_bytes"], header["object_nbytes"], tuple(ops))
-    if isinstance(expect_new, Err) and ops:
-        raise TraceError(f"{source}:2: a store that cannot be built has no ops to run")
-    return Vector(str(header.get("name", "")), str(header.get("description", "")), trace, tuple(expected), expect_new)
-
-
-def load(path: Path) -> Vector:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise TraceError(f"{path}: cannot read: {error}") from None
-    return loads(text, str(path))
+        pair = op, outcome_from_json(line["expect"], where)
+        if len(seen) >= _SEEN_MOST:
+            seen.clear()
+        seen[raw] = pair
+        yield pair
 
 
 def _json_line(raw: str, where: str) -> Any:
     try:
-        return json.loads(raw)
+        return parse_json(raw)
     except json.JSONDecodeError as error:
         raise TraceError(f"{where}: not JSON ({error.msg} at column {error.colno})") from None
-    except ValueError as error:  # an integer longer than int() takes (sys.get_int_max_str_digits())
+    except ValueError as error:  # too deep, or an integer longer than int() takes
         raise TraceError(f"{where}: not JSON this reader takes ({error})") from None
+
+
+def parse_json(text: str) -> Any:
+    """The JSON value of one line: nested at most ``MAX_DEPTH`` deep.
+
+    raises: ValueError (JSONDecodeError; too deep; an integer longer than
+    ``int()`` takes)
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH}") from None
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:  # a loop, not recursion: the value may nest a thousand deep
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth > MAX_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_DEPTH}")
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return value
+
+
+# C0 and C1 controls, DEL, and the bidirectional overrides and isolates: what
+# can move a terminal's cursor, recolour it or reorder the text around it.
+_UNPRINTABLE = {
+    code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    for code in (*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+}
+
+
+_UNPRINTABLE_BUT_NEWLINES = {code: shown for code, shown in _UNPRINTABLE.items() if code != ord("\n")}
+
+
+def printable(text: str, newlines: bool = False) -> str:
+    """``text`` with what could control a terminal shown as escapes (but
+    newlines, with ``newlines``)."""
+    return text.translate(_UNPRINTABLE_BUT_NEWLINES if newlines else _UNPRINTABLE)

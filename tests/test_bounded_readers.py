@@ -1,0 +1,171 @@
+"""Bounded memory for every reader (issue 18, point 6): a line past the
+limit (``auxspec.engine.traces.MAX_LINE``, 16 MiB) is refused without reading
+the rest, in trace and vector files, in ``serve``'s requests and in a port's
+answers; an endless stream ends at the first line; a long vector file is
+read one line at a time.
+
+Peak memory is measured inside a fresh interpreter, as its own high-water
+mark (``VmHWM`` of /proc/self/status, in KiB), so nothing else this test
+process holds counts; ``resource.getrusage``'s ``ru_maxrss`` is printed
+beside it (Linux carries that one over from the forking process). The 1 GiB inputs are sparse files or streams:
+they take no disk and no memory to make.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from auxspec.engine import traces
+
+PY = sys.executable
+BENT = Path(__file__).parent / "ports" / "bent_port.py"
+LIMIT_KIB = 100 * 1024  # peak RSS allowed: 100 MB
+HEADER = {"format": "auxspec-trace", "version": 1, "name": "long", "profile": "strict", "max_bytes": 4,
+          "object_nbytes": 2}  # fmt: skip
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB and /dev/zero: Linux")
+
+
+def _peak(code: str, stdin: str | None = None) -> tuple[int, str]:
+    """Run ``code`` in a fresh interpreter; its peak RSS in KiB and what it printed."""
+    script = textwrap.dedent(code) + textwrap.dedent(
+        """
+        import resource
+        # VmHWM: the peak of this process's own memory since its exec.
+        # ru_maxrss would do, but Linux carries it over from the process
+        # that forked this one (a big pytest-xdist worker), so it is shown only.
+        status = open("/proc/self/status").read()
+        hwm = int(status.split("VmHWM:", 1)[1].split()[0])
+        print("MAXRSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        print("PEAK", hwm)
+        """
+    )
+    with open(stdin or "/dev/null", "rb") as source:
+        done = subprocess.run(
+            [PY, "-c", script], stdin=source, capture_output=True, text=True, timeout=300, check=False
+        )
+    assert done.returncode == 0, done.stderr
+    peak = int(done.stdout.rsplit("PEAK", 1)[1])
+    return peak, done.stdout + done.stderr
+
+
+def _sparse(path: Path, size: int, head: str = "") -> Path:
+    with path.open("wb") as file:
+        file.write(head.encode())
+        file.truncate(size)  # the rest is a hole of NUL bytes, with no newline
+    return path
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("where", ["header", "op line"])
+def test_a_1_gib_line_in_a_vector_file_is_refused(tmp_path: Path, where: str) -> None:
+    head = "" if where == "header" else json.dumps(HEADER) + "\n"
+    path = _sparse(tmp_path / "huge.jsonl", 1 << 30, head)
+    peak, out = _peak(
+        f"""
+        import sys
+        from auxspec import cli
+        code = cli.main(["verify", "--vectors", {str(path)!r}, "--max-time", "0"])
+        print("CODE", code)
+        """
+    )
+    line = 1 if where == "header" else 2
+    assert "CODE 2" in out and f"huge.jsonl:{line}: line longer than 16777216 bytes" in out, out
+    assert peak < LIMIT_KIB, f"peak RSS {peak} KiB"
+    print(f"peak RSS {peak} KiB")
+
+
+@pytest.mark.timeout(300)
+def test_dev_zero_as_vectors_is_refused() -> None:
+    peak, out = _peak(
+        """
+        from auxspec import cli
+        print("CODE", cli.main(["verify", "--vectors", "/dev/zero", "--max-time", "0"]))
+        """
+    )
+    assert "CODE 2" in out and "/dev/zero:1: line longer than" in out, out
+    assert peak < LIMIT_KIB, f"peak RSS {peak} KiB"
+    print(f"peak RSS {peak} KiB")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("source", ["/dev/zero", "1 GiB file"])
+def test_serve_refuses_an_endless_request_line(tmp_path: Path, source: str) -> None:
+    stdin = "/dev/zero" if source == "/dev/zero" else str(_sparse(tmp_path / "req", 1 << 30, '{"id": 1, "op": "new'))
+    peak, out = _peak(
+        """
+        from auxspec.drivers.protocol import main_serve
+        print("CODE", main_serve(None))
+        """,
+        stdin=stdin,
+    )
+    assert "CODE 3" in out and "request line 1: longer than the protocol's 16777216 bytes" in out, out
+    assert peak < LIMIT_KIB, f"peak RSS {peak} KiB"
+    print(f"peak RSS {peak} KiB")
+
+
+@pytest.mark.timeout(300)
+def test_a_100_mb_answer_is_refused_without_reading_it_all() -> None:
+    peak, out = _peak(
+        f"""
+        from auxspec.drivers.protocol import ProtocolError, process_target
+        made = process_target({f"{shlex.quote(PY)} {shlex.quote(str(BENT))} huge-answer 3"!r}, 30.0)
+        store = made.target.factory(4, 2)
+        try:
+            store.get_concatenated([])
+        except ProtocolError as error:
+            print("BROKE", error)
+        made.close()
+        """
+    )
+    assert "BROKE an answer line is longer than the protocol's 16777216 bytes" in out, out
+    assert peak < LIMIT_KIB, f"peak RSS {peak} KiB"
+    print(f"peak RSS {peak} KiB")
+
+
+def _long_vector(path: Path, lines: int) -> Path:
+    with path.open("w") as file:
+        file.write(json.dumps(HEADER) + "\n")
+        put = json.dumps({"op": "put", "objects": [["a", "0a0b"]], "retain": [], "release": [], "expect": {"ok": None}})
+        get = json.dumps({"op": "get", "keys": ["a"], "expect": {"ok": "0a0b"}})
+        for number in range(lines):
+            file.write((put if number % 2 == 0 else get) + "\n")
+    return path
+
+
+@pytest.mark.timeout(300)
+def test_a_long_vector_streams_in_memory_independent_of_its_length(tmp_path: Path) -> None:
+    # scan() yields one op at a time: reading ten times the lines must not
+    # take more memory (a whole-file read would add tens of MB).
+    peaks = {}
+    for lines in (20_000, 200_000):
+        path = _long_vector(tmp_path / f"v{lines}.jsonl", lines)
+        peak, out = _peak(
+            f"""
+            from pathlib import Path
+            from auxspec.engine import traces
+            header, ops = traces.scan(Path({str(path)!r}))
+            print("OPS", sum(1 for _ in ops))
+            """
+        )
+        assert f"OPS {lines}" in out
+        peaks[lines] = peak
+    assert peaks[200_000] - peaks[20_000] < 4 * 1024, peaks  # KiB
+    print(f"peak RSS scanning 20k lines: {peaks[20_000]} KiB; 200k lines: {peaks[200_000]} KiB")
+
+
+def test_scan_and_load_agree(tmp_path: Path) -> None:
+    path = _long_vector(tmp_path / "v.jsonl", 50)
+    header, ops = traces.scan(path)
+    vector = traces.load(path)
+    pairs = list(ops)
+    assert tuple(op for op, _ in pairs) == vector.trace.ops
+    assert tuple(outcome for _, outcome in pairs) == vector.expected
+    assert header.name == vector.name == "long"
