@@ -472,12 +472,13 @@ class ProcessStore:
     def get_concatenated(self, keys: list[Any]) -> bytes:
         return bytes.fromhex(self._call(Get(tuple(keys))))
 
-    def read_into(self, keys: list[Any], buffer: bytes | bytearray) -> int:
-        readonly = isinstance(buffer, bytes)
-        data = bytes.fromhex(self._call(ReadInto(tuple(keys), len(buffer), readonly)))
-        if isinstance(buffer, bytes) or len(data) > len(buffer):  # a read-only buffer must have been refused
-            raise ProtocolError(f"read_into answered {len(data)} bytes for a {len(buffer)}-byte buffer")
-        buffer[: len(data)] = data
+    def read_into(self, keys: list[Any], buffer: Any) -> int:
+        # Counted in bytes whatever the buffer's item size (semantics.md, section 11).
+        with memoryview(buffer) as view, view.cast("B") if view.format != "B" else view as flat:
+            data = bytes.fromhex(self._call(ReadInto(tuple(keys), flat.nbytes, flat.readonly)))
+            if flat.readonly or len(data) > flat.nbytes:  # a read-only buffer must have been refused
+                raise ProtocolError(f"read_into answered {len(data)} bytes for a {flat.nbytes}-byte buffer")
+            flat[: len(data)] = data
         return len(data)
 
     def close(self) -> None:
