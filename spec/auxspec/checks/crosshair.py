@@ -261,7 +261,7 @@ BOUNDS: dict[str, Bounds] = {
 # CPU seconds per condition in ``--mode bounded`` where the default would cut
 # an exhaustible space short (measured: about 70-110 paths per CPU second) or,
 # for put, where no time box exhausts it and the search gets a shorter one.
-TIME_BOXES: dict[str, float] = {"get_concatenated": 20.0, "read_into": 30.0, "put": 5.0}
+TIME_BOXES: dict[str, float] = {"get_concatenated": 20.0, "read_into": 40.0, "put": 5.0}
 # Functions whose bounded space no time box here exhausts (docs/proofs.md).
 UNBOUNDED_SEARCHES = frozenset({"put"})
 
