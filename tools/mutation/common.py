@@ -116,12 +116,22 @@ def mutated_source(name: str, root: Path = STAGE) -> tuple[str, str]:
     with that one mutant applied: the original file with the mutated function
     in place of the original one (the one of the right class)."""
     import libcst as cst
-    from mutmut.mutation.diff_apply import read_mutant_function
+    from mutmut.mutation.diff_apply import read_functions_from_index, read_mutant_function
     from mutmut.utils.format_utils import mangled_name_from_mutant_name, parse_mutant_key
 
     relative = mutants(root)[name]
-    generated = cst.parse_module((root / "mutants" / relative).read_text())
-    replacement = read_mutant_function(generated, name)
+    # mutmut's line index reads just the two functions; parsing the whole
+    # mutated file (every mutant of the module) takes tens of seconds.
+    previous = Path.cwd()
+    os.chdir(root)
+    try:
+        indexed = read_functions_from_index(name, relative)
+    finally:
+        os.chdir(previous)
+    if indexed is not None:
+        replacement = indexed[1]
+    else:
+        replacement = read_mutant_function(cst.parse_module((root / "mutants" / relative).read_text()), name)
     function, cls = parse_mutant_key(mangled_name_from_mutant_name(name.rpartition(".")[2]))
     original = cst.parse_module((root / relative).read_text())
     body: Sequence[cst.CSTNode] = original.body
