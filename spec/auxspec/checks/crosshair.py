@@ -635,7 +635,7 @@ def run_tasks(
 
     A worker gets ``condition_timeout`` CPU seconds (or ``timeouts`` of its
     function) from CrossHair and is
-    killed after three times that plus a minute in wall time (the machine may be loaded);
+    killed after five times that plus a minute in wall time (the machine may be loaded);
     everything still running after ``max_seconds`` is killed. With
     ``fail_fast``, the first refutation in a group stops the group's other
     tasks.
@@ -662,7 +662,7 @@ def run_tasks(
             if item.process.poll() is not None:
                 running.remove(item)
                 record(_finish(item, now))
-            elif now - start > max_seconds or now - item.started > 3 * box(item.task) + 60:
+            elif now - start > max_seconds or now - item.started > 5 * box(item.task) + 60:
                 running.remove(item)
                 record(_stop(item, "timeout", now))
             elif fail_fast and item.task.group in refuted:
@@ -799,9 +799,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     targets = [_parse_target(t) for t in args.target or [str(MODEL_PATH)]]
     tasks = [task for path, names in targets for task in tasks_for(str(path), path, names)]
-    if args.mode == "bounded":
-        # The conditions that can be exhausted first, so a loaded machine's hard limit cuts the searches.
-        tasks.sort(key=lambda task: task.function in UNBOUNDED_SEARCHES)
     jobs = max(1, args.jobs)
     if args.per_condition_timeout is not None:
         timeout = args.per_condition_timeout
@@ -810,6 +807,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout = max(1.0, 0.8 * args.budget * jobs / max(1, len(tasks)))
     else:
         timeout = DEFAULT_CONDITION_TIMEOUT
+    if args.mode == "bounded":
+        # Cheapest first, so a loaded machine's hard limit cuts the searches, not the proofs.
+        tasks.sort(key=lambda task: (task.function in UNBOUNDED_SEARCHES, TIME_BOXES.get(task.function, timeout)))
     boxes = "".join(f", {f} {t:g}" for f, t in TIME_BOXES.items()) if args.mode == "bounded" else ""
     print(
         f"CrossHair PEP 316 ({args.mode} inputs): {len(tasks)} postconditions, {timeout:.1f} CPU s each{boxes}, "
