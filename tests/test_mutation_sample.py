@@ -23,7 +23,12 @@ VERIFY_MUTANTS = REPO / "tools" / "mutation" / "verify_mutants.py"
 
 # docs/mutation.md, "Floors": keep the two in step.
 SAMPLE, SEED = 12, 2026
-VERIFY_FLOOR = 50.0  # % of the sampled impl/auxstore mutants that auxspec verify flags
+# The share of the sampled impl/auxstore mutants that auxspec verify flags. At
+# this revision the sample scores 83% (10 of 12); the 150-mutant sample scores
+# 52% raw (message-only mutants included), so a sample of 12 drawn from changed
+# code falls below 25% (2 or fewer flagged) with a chance of about 1%: the floor
+# catches a verifier that lost its teeth, not the noise of a small sample.
+VERIFY_FLOOR = 25.0
 
 
 @pytest.mark.slow

@@ -78,3 +78,18 @@ def test_a_full_queue_makes_put_wait_instead_of_growing() -> None:
     store.flush()
     assert store.get_concatenated(["a", "b", "c"]) == b"aabbcc"
     store.close()
+
+
+def test_a_background_put_takes_one_shot_iterables() -> None:
+    # Objects and keys may come as generators, read once. Mutants: a
+    # non-list batch replaced by list(None); the release keys passed on as
+    # given after being read (an exhausted generator releases nothing).
+    store = BackgroundBlockObjectStore(BlockObjectStore(max_bytes=4, object_nbytes=2), max_pending_batches=2)
+    store.put((BlockObject(k, k.encode() * 2) for k in "ab"), retain_keys=(k for k in "a"))
+    store.put([], release_keys=(k for k in "a"))
+    store.put([BlockObject("c", b"cc")])  # full: a, released, moved to the recent end; b is evicted
+    store.flush()
+    assert "b" not in store
+    assert store.get_concatenated(["a", "c"]) == b"aacc"
+    assert store.stats().pinned == 0
+    store.close()
