@@ -21,13 +21,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 VERIFY_MUTANTS = REPO / "tools" / "mutation" / "verify_mutants.py"
 
-# docs/mutation.md, "Floors": keep the two in step.
+# docs/mutation.md, "CI: a sampled run and its floor": keep the two in step.
 SAMPLE, SEED = 12, 2026
 # The share of the sampled impl/auxstore mutants that auxspec verify flags. At
-# this revision the sample scores 83% (10 of 12); the 150-mutant sample scores
-# 52% raw (message-only mutants included), so a sample of 12 drawn from changed
-# code falls below 25% (2 or fewer flagged) with a chance of about 1%: the floor
-# catches a verifier that lost its teeth, not the noise of a small sample.
+# this revision the sample scored 83% and 92% in two runs. Mutants that change
+# only a message or nothing observable are in every sample (the 127 run of a
+# 150-mutant sample score 64% raw), and as the code changes the sample is
+# redrawn; at 64% a sample of 12 falls below 25% (2 or fewer flagged) with a
+# chance of about 0.1%: the floor catches a verifier that lost its teeth, not
+# the noise of a small sample.
 VERIFY_FLOOR = 25.0
 
 
