@@ -1,21 +1,35 @@
-"""Check every PEP 316 contract of the model with CrossHair.
+"""Check every PEP 316 contract of the model with CrossHair, and say what was proved.
 
 ``python -m auxspec.checks.crosshair`` is ``crosshair check
 --analysis_kind=PEP316`` over ``spec/auxspec/models/sequential.py``, run one
 postcondition per worker process so two cores share the work, with a CPU
-timeout per postcondition and a hard wall-clock limit on the whole run. It
-prints CrossHair's findings and the elapsed time, and exits 0 only if no
-postcondition was refuted, raised, or could not meet its precondition.
+time box per postcondition and a hard wall-clock limit on the whole run. It
+reports each condition as
 
-What CrossHair is given to explore (``register_factories``): a ``State``
-built from small parameters (``make_state``: capacity 1-4, often full, often
-every key pinned, sometimes references to keys that are not stored) instead
-of arbitrary field values, which almost never pass ``check(state)``; keys
-and payloads mostly from a few values, so a batch, retain or release key
-collides with a stored one; key lists and batches of 0-3 items, mostly
-valid. A small share of every choice is still CrossHair's own, so no input
-is out of reach. Without this, CrossHair spends its time on invalid or
-non-colliding inputs and misses most planted bugs.
+- *confirmed*: CrossHair explored every path through the input space, so the
+  condition holds for every input in it (with ``--mode bounded``, the
+  default, that space is the finite one printed with the condition);
+- *unknown*: the time box ran out after the paths it prints, none of which
+  broke the condition; that is a search without a counterexample, not a proof;
+- *refuted*: a counterexample (printed);
+
+and exits 0 only if no postcondition was refuted, raised, or could not meet
+its precondition. docs/proofs.md lists the bounds and what was measured.
+
+The input spaces (``--mode``):
+
+- ``bounded`` (``register_bounded``, ``BOUNDS``): every value comes from a
+  small finite set by CrossHair forks, with no fallback to CrossHair's own
+  values, so a condition can be exhausted. States are built whole
+  (``make_bounded_state``: each profile and capacity, the first keys stored,
+  each unpinned or referenced once or twice, references to keys that are not
+  stored); all of them pass ``check(state)``.
+- ``open`` (``register_factories``): the same kinds of small colliding values
+  are favoured (``make_state``: capacity 1-4, often full, often every key
+  pinned), but a small share of every choice is CrossHair's own, so no input
+  is out of reach and nothing can be exhausted. It finds planted bugs sooner
+  (the teeth test, ``check_models``, uses it).
+- ``none``: CrossHair's own values, which almost never pass ``check(state)``.
 
 ``dict(...)`` inside the analysis is a real dict (``ordered_dict``):
 CrossHair's stand-in does not keep insertion order, and the model's recency
@@ -32,6 +46,7 @@ import ast
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -70,6 +85,11 @@ class TaskResult:
     status: str  # confirmed | unknown | refuted | error | timeout | skipped
     messages: list[str] = field(default_factory=list)
     seconds: float = 0.0  # wall clock of the worker
+    paths: int = 0  # executions CrossHair tried
+    confirmed_paths: int = 0  # of those, the ones that met the preconditions and held
+    cpu: float = 0.0  # CPU seconds of the analysis
+    bounds: str | None = None  # the input space, in bounded mode
+    space: int | None = None  # how many states that space has
 
 
 @dataclass
@@ -148,6 +168,104 @@ BIAS = 0.95
 MAX_LENGTH = 3  # items in a batch or key list
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """A finite input space for ``--mode bounded``: every value CrossHair is
+    given comes from these sets, by forks, with no fallback to CrossHair's
+    own values. A condition CrossHair *confirms* under these bounds holds for
+    every input in the space (CrossHair explored every path through it); one
+    it reports *unknown* was explored for its time box without a
+    counterexample, which says nothing about the paths it did not reach.
+
+    States: each profile, each capacity, each payload length; closed; or
+    open holding the first ``s`` of ``keys`` (``s`` up to the capacity, least
+    recent first, payloads ``b"a"``, ``b"b"``... of that length), each stored
+    key unpinned or referenced once or twice, and up to ``dangling`` further
+    keys referenced (once or twice) without being stored. Every such state
+    passes ``check``. Arguments: a key is one of ``keys`` or an ``Invalid``;
+    a payload one of ``payloads`` or an ``Invalid``; a tuple of keys or items
+    has 0 to ``max_length`` of them; an int is one of ``ints``; ``new``'s
+    profile is one of ``PROFILES``.
+    """
+
+    capacities: tuple[int, ...] = (1, 2, 3)
+    nbytes: tuple[int, ...] = (1,)
+    keys: tuple[str, ...] = ("a", "b", "c")
+    dangling: int = 1
+    payloads: tuple[bytes, ...] = (b"p", b"q", b"pq")
+    max_length: int = 2
+    ints: tuple[int, ...] = (-1, 0, 1, 2, 3, 4, 5)
+
+    def describe(self, function: str = "") -> str:
+        """The bounds that apply to ``function``'s parameters (all of them when unnamed)."""
+        takes = ARGUMENTS.get(function, {"state", "keys", "payloads", "lists", "ints"}) if function else None
+        parts = []
+        if takes is None or "state" in takes:
+            parts.append(
+                f"states: capacity {'/'.join(map(str, self.capacities))}, payload length "
+                f"{'/'.join(map(str, self.nbytes))}, keys {''.join(self.keys)}, "
+                f"{self.dangling} dangling ref ({self.states()} states)"
+            )
+        if takes is None or "keys" in takes:
+            parts.append(f"key arguments {''.join(self.keys)} or Invalid")
+        if takes is None or "payloads" in takes:
+            parts.append(f"payloads {'/'.join(p.decode() for p in self.payloads)} or Invalid")
+        if takes is None or "lists" in takes:
+            parts.append(f"lists of 0-{self.max_length}")
+        if takes is None or "ints" in takes:
+            parts.append(f"ints {self.ints[0]}..{self.ints[-1]} or Invalid")
+        if takes is not None and "profiles" in takes:
+            parts.append("each profile")
+        return "; ".join(parts)
+
+    def states(self) -> int:
+        """How many states ``make_bounded_state`` builds (the closed ones count once per profile)."""
+        per_profile = 0
+        for capacity in self.capacities:
+            for stored in range(min(capacity, len(self.keys)) + 1):
+                dangling = sum(2**d for d in range(min(self.dangling, len(self.keys) - stored) + 1))
+                per_profile += 3**stored * dangling
+        return len(PROFILES_) * (len(self.nbytes) * per_profile + 1)
+
+
+PROFILES_ = sequential.PROFILES
+# What each contracted function takes, for ``Bounds.describe``.
+ARGUMENTS: dict[str, set[str]] = {
+    "new": {"ints", "profiles"},
+    "put": {"state", "keys", "payloads", "lists"},
+    "get_concatenated": {"state", "keys", "lists"},
+    "read_into": {"state", "keys", "lists", "ints"},
+    "contains": {"state", "keys"},
+    "close": {"state"},
+    "flush": {"state"},
+    "length": {"state"},
+    "stats": {"state"},
+}
+# The bounds each contracted function is checked under in ``--mode bounded``
+# (docs/proofs.md gives, per condition, the measured paths per second and why
+# the bounds are what they are). Observers take only a state: the widest
+# space. Reads add a key list; put adds a batch and two key lists, whose
+# product with the states is too large to exhaust in a time box, so its
+# space is the smallest that still holds eviction, pins and terminal moves.
+BOUNDS: dict[str, Bounds] = {
+    "new": Bounds(ints=tuple(range(-1, 9))),
+    "close": Bounds(),
+    "flush": Bounds(),
+    "length": Bounds(),
+    "stats": Bounds(),
+    "contains": Bounds(capacities=(1, 2)),
+    "get_concatenated": Bounds(capacities=(1, 2), keys=("a", "b")),
+    "read_into": Bounds(capacities=(1, 2), keys=("a", "b"), dangling=0, ints=(0, 1, 2)),
+    "put": Bounds(capacities=(1, 2), keys=("a", "b"), payloads=(b"p", b"q", b"pq")),
+}
+# CPU seconds per condition in ``--mode bounded`` where the default would cut
+# an exhaustible space short (measured: about 70-110 paths per CPU second) or,
+# for put, where no time box exhausts it and the search gets a shorter one.
+TIME_BOXES: dict[str, float] = {"get_concatenated": 20.0, "read_into": 40.0, "put": 5.0}
+# Functions whose bounded space no time box here exhausts (docs/proofs.md).
+UNBOUNDED_SEARCHES = frozenset({"put"})
+
+
 def make_small(values: Sequence[Any], original: Callable[..., Any], factory: Any, *type_args: Any) -> Any:
     """One of ``values`` (chosen by CrossHair forks), else CrossHair's own value."""
     space = factory.space
@@ -217,6 +335,81 @@ def make_state(state_type: type, factory: Any) -> Any:
         counts.append((key, 2 if twice else 1))
     entries = tuple((key, bytes([0x61 + i]) * object_nbytes) for i, key in enumerate(KEYS[:stored]))
     return state_type(profile, capacity, object_nbytes, entries, tuple(sorted(counts)))
+
+
+def make_bounded_state(state_type: type, factory: Any, bounds: Bounds) -> Any:
+    """One of the finitely many states of ``bounds`` (see ``Bounds``), chosen by forks."""
+    space = factory.space
+    name = factory.varname
+
+    def pick(what: str, values: Sequence[Any]) -> Any:
+        return values[_pick(space, f"{name}_{what}", 0, len(values) - 1)]
+
+    profile = pick("profile", PROFILES_)
+    if space.smt_fork(desc=f"{name}_closed", probability_true=0.1):
+        return state_type(profile, bounds.capacities[0], bounds.nbytes[0], closed=True)
+    object_nbytes = pick("nbytes", bounds.nbytes)
+    capacity = pick("capacity", bounds.capacities)
+    stored = pick("stored", range(min(capacity, len(bounds.keys)) + 1))
+    dangling = pick("dangling", range(min(bounds.dangling, len(bounds.keys) - stored) + 1))
+    counts: list[tuple[str, int]] = []
+    for i, key in enumerate(bounds.keys[: stored + dangling]):
+        count = pick(f"count{i}", (0, 1, 2) if i < stored else (1, 2))
+        if count:
+            counts.append((key, count))
+    entries = tuple((key, bytes([0x61 + i]) * object_nbytes) for i, key in enumerate(bounds.keys[:stored]))
+    return state_type(profile, capacity, object_nbytes, entries, tuple(sorted(counts)))
+
+
+def register_bounded(model: ModuleType, bounds: Bounds) -> None:
+    """Make every value CrossHair builds come from ``bounds`` (``--mode bounded``):
+    states from ``make_bounded_state``, str, bytes and int from the bounds'
+    sets, tuples of 0 to ``max_length`` items, unions with ``model.Invalid``
+    either ``Invalid()`` or a valid member. Nothing is CrossHair's own value,
+    so the space is finite and a condition can be exhausted.
+
+    raises: RuntimeError (this CrossHair has no registry of creators to replace)
+    """
+    from typing import Union
+
+    from crosshair import core
+
+    state_type = model.State
+    invalid = model.Invalid
+    core.register_type(state_type, lambda factory: make_bounded_state(state_type, factory, bounds))
+    proxies = getattr(core, "_SIMPLE_PROXIES", None)
+    if not isinstance(proxies, dict) or not all(typ in proxies for typ in (str, bytes, int, tuple, Union)):
+        raise RuntimeError("this CrossHair has no creators to replace; bounded mode cannot bound the inputs")
+
+    def choose(factory: Any, values: Sequence[Any]) -> Any:
+        return values[_pick(factory.space, f"{factory.varname}_value", 0, len(values) - 1)]
+
+    def make_str(factory: Any, *args: Any) -> Any:
+        # CrossHair names a value after its parameter, with a serial suffix.
+        is_profile = re.fullmatch(r"profile(_\d+)?", str(factory.varname)) is not None
+        return choose(factory, PROFILES_ if is_profile else bounds.keys)
+
+    union, tuples = proxies[Union], proxies[tuple]
+
+    def make_tuple(factory: Any, *args: Any) -> Any:
+        if len(args) != 2 or args[1] is not Ellipsis:
+            return tuples(factory, *args)
+        length = _pick(factory.space, f"{factory.varname}_len", 0, bounds.max_length)
+        return tuple(factory(args[0], f"_{i}") for i in range(length))
+
+    def make_union(factory: Any, *members: Any) -> Any:
+        if invalid not in members:
+            return union(factory, *members)
+        valid = [member for member in members if member is not invalid]
+        if factory.space.smt_fork(desc=f"{factory.varname}_valid", probability_true=0.9):
+            return factory(valid[0]) if len(valid) == 1 else union(factory, *valid)
+        return invalid()
+
+    proxies[str] = make_str
+    proxies[bytes] = lambda factory, *args: choose(factory, bounds.payloads)
+    proxies[int] = lambda factory, *args: choose(factory, bounds.ints)
+    proxies[tuple] = make_tuple
+    proxies[Union] = make_union
 
 
 def ordered_dict(*args: Any, **kwargs: Any) -> dict[Any, Any]:
@@ -301,33 +494,76 @@ def _load_model(path: Path) -> ModuleType:
     return module
 
 
-def run_worker(model_path: Path, function: str, index: int, timeout: float, factory: bool) -> dict[str, Any]:
-    """Analyse one postcondition in this process; the result as JSON data."""
+MODES = ("bounded", "open", "none")
+
+
+def run_worker(model_path: Path, function: str, index: int, timeout: float, mode: str) -> dict[str, Any]:
+    """Analyse one postcondition in this process; the result as JSON data.
+
+    ``mode``: ``bounded`` (every input from ``BOUNDS[function]``, so the
+    space is finite and can be exhausted), ``open`` (``register_factories``:
+    biased towards small colliding values, but any value is reachable, so it
+    can never be exhausted) or ``none`` (CrossHair's own values). ``paths``
+    counts the executions CrossHair tried, ``confirmed_paths`` those that met
+    the preconditions and satisfied the condition.
+    """
+    from time import process_time
+
+    from crosshair import core
+    from crosshair.condition_parser import condition_parser
     from crosshair.core_and_libs import MessageType, analyze_function
     from crosshair.fnutil import FunctionInfo
     from crosshair.options import AnalysisKind, AnalysisOptionSet
+    from crosshair.statespace import VerificationStatus
 
     module = _load_model(model_path)
     install_ordered_dict()
-    if factory:
+    bounds = BOUNDS.get(function, Bounds()) if mode == "bounded" else None
+    if bounds is not None:
+        register_bounded(module, bounds)
+    elif mode == "open":
         register_factories(module)
     options = AnalysisOptionSet(analysis_kind=[AnalysisKind.PEP316], per_condition_timeout=timeout)
     checkables = list(analyze_function(FunctionInfo.from_module(module, function), options))
     if index >= len(checkables):
         return {"status": "error", "messages": [f"{function} has only {len(checkables)} checkable conditions"]}
-    messages = list(checkables[index].analyze())
-    problems = [m for m in messages if m.state.value not in ("confirmed", "cannot_confirm")]
-    if any(m.state in (MessageType.POST_FAIL, MessageType.EXEC_ERR) for m in problems):
+    checkable = checkables[index]
+    if not isinstance(checkable, core.ConditionCheckable):
+        return {"status": "error", "messages": [f"{function} post[{index}] is not a condition: {checkable!r}"]}
+    paths = 0
+    attempt = core.attempt_call
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal paths
+        paths += 1
+        return attempt(*args, **kwargs)
+
+    core.attempt_call = counted
+    started = process_time()
+    checkable.options.deadline = started + timeout
+    try:
+        with condition_parser(checkable.options.analysis_kind):
+            analysis = core.analyze_calltree(checkable.options, checkable.conditions)
+    finally:
+        core.attempt_call = attempt
+    cpu = process_time() - started
+    messages = list(analysis.messages)
+    if any(m.state in (MessageType.POST_FAIL, MessageType.EXEC_ERR) for m in messages):
         status = "refuted"
-    elif problems:
+    elif messages:
         status = "error"  # the postcondition raised, or no input met the precondition, or a syntax error
-    elif any(m.state == MessageType.CONFIRMED for m in messages):
+    elif analysis.verification_status == VerificationStatus.CONFIRMED:
         status = "confirmed"
     else:
         status = "unknown"
     return {
         "status": status,
-        "messages": [f"{m.filename}:{m.line}: {m.state.value}: {m.message}" for m in problems],
+        "messages": [f"{m.filename}:{m.line}: {m.state.value}: {m.message}" for m in messages],
+        "paths": paths,
+        "confirmed_paths": analysis.num_confirmed_paths,
+        "cpu": round(cpu, 2),
+        "bounds": None if bounds is None else bounds.describe(function),
+        "space": None if bounds is None else bounds.states(),
     }
 
 
@@ -341,7 +577,7 @@ class _Running:
     started: float
 
 
-def _spawn(task: Task, timeout: float, factory: bool) -> subprocess.Popen[str]:
+def _spawn(task: Task, timeout: float, mode: str) -> subprocess.Popen[str]:
     command = [
         sys.executable,
         "-m",
@@ -351,9 +587,9 @@ def _spawn(task: Task, timeout: float, factory: bool) -> subprocess.Popen[str]:
         task.function,
         str(task.index),
         str(timeout),
+        "--mode",
+        mode,
     ]
-    if not factory:
-        command.append("--no-factory")
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -365,7 +601,17 @@ def _finish(running: _Running, now: float) -> TaskResult:
         tail = (err or out).strip().splitlines()[-15:]
         return TaskResult(running.task, "error", [f"worker exited {running.process.returncode}", *tail], seconds)
     data = json.loads(lines[-1])
-    return TaskResult(running.task, str(data["status"]), [str(m) for m in data["messages"]], seconds)
+    return TaskResult(
+        running.task,
+        str(data["status"]),
+        [str(m) for m in data["messages"]],
+        seconds,
+        int(data.get("paths", 0)),
+        int(data.get("confirmed_paths", 0)),
+        float(data.get("cpu", 0.0)),
+        data.get("bounds"),
+        data.get("space"),
+    )
 
 
 def _stop(running: _Running, status: str, now: float) -> TaskResult:
@@ -381,17 +627,22 @@ def run_tasks(
     jobs: int = DEFAULT_JOBS,
     max_seconds: float = DEFAULT_MAX_SECONDS,
     fail_fast: bool = False,
-    factory: bool = True,
+    mode: str = "open",
+    timeouts: Mapping[str, float] | None = None,
     on_result: Callable[[TaskResult], None] | None = None,
 ) -> list[TaskResult]:
     """Run ``tasks`` in worker processes, ``jobs`` at a time, in order.
 
-    A worker gets ``condition_timeout`` CPU seconds from CrossHair and is
-    killed after three times that in wall time (the machine may be loaded);
+    A worker gets ``condition_timeout`` CPU seconds (or ``timeouts`` of its
+    function) from CrossHair and is
+    killed after five times that plus a minute in wall time (the machine may be loaded);
     everything still running after ``max_seconds`` is killed. With
     ``fail_fast``, the first refutation in a group stops the group's other
     tasks.
     """
+    def box(task: Task) -> float:
+        return (timeouts or {}).get(task.function, condition_timeout)
+
     start = time.monotonic()
     pending = list(tasks)
     running: list[_Running] = []
@@ -411,7 +662,7 @@ def run_tasks(
             if item.process.poll() is not None:
                 running.remove(item)
                 record(_finish(item, now))
-            elif now - start > max_seconds or now - item.started > 3 * condition_timeout + 30:
+            elif now - start > max_seconds or now - item.started > 5 * box(item.task) + 60:
                 running.remove(item)
                 record(_stop(item, "timeout", now))
             elif fail_fast and item.task.group in refuted:
@@ -427,7 +678,7 @@ def run_tasks(
             pending.clear()
         while pending and len(running) < jobs:
             task = pending.pop(0)
-            running.append(_Running(task, _spawn(task, condition_timeout, factory), time.monotonic()))
+            running.append(_Running(task, _spawn(task, box(task), mode), time.monotonic()))
         if running:
             time.sleep(0.05)
     return results
@@ -490,8 +741,32 @@ def _parse_target(target: str) -> tuple[Path, list[str] | None]:
 
 def _describe(result: TaskResult) -> str:
     task = result.task
-    head = f"{task.model.name}:{task.line}: {task.function} post[{task.index}] {result.status} in {result.seconds:.1f}s"
+    head = f"{task.model.name}:{task.line}: {task.function} post[{task.index}] {result.status}"
+    if result.status in ("confirmed", "unknown", "refuted"):
+        head += f" after {result.paths} paths ({result.confirmed_paths} held) in {result.cpu:.1f} CPU s"
+    else:
+        head += f" in {result.seconds:.1f}s"
+    if result.bounds is not None:
+        head += f"; bounds: {result.bounds}"
     return "\n".join([head, *("    " + m for m in result.messages)])
+
+
+def summary(results: Sequence[TaskResult], mode: str) -> str:
+    """The run's claim, in words that say what was and was not proved."""
+    confirmed = [r for r in results if r.status == "confirmed"]
+    unknown = [r for r in results if r.status == "unknown"]
+    refuted = [r for r in results if r.status == "refuted"]
+    other = [r for r in results if r.status not in ("confirmed", "unknown", "refuted")]
+    within = "within the bounds printed with each" if mode == "bounded" else "over every input"
+    parts = [
+        f"{len(confirmed)} confirmed (every path explored, so they hold {within})",
+        f"{len(unknown)} unknown (time box reached after {sum(r.paths for r in unknown)} paths without a "
+        "counterexample; not a proof)",
+        f"{len(refuted)} refuted",
+    ]
+    if other:
+        parts.append(", ".join(f"{sum(r.status == s for r in other)} {s}" for s in sorted({r.status for r in other})))
+    return f"{len(results)} conditions, {mode} inputs: " + "; ".join(parts)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -506,13 +781,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-condition-timeout", type=float, help=f"CPU s (default {DEFAULT_CONDITION_TIMEOUT})")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("AUXSPEC_CROSSHAIR_JOBS", DEFAULT_JOBS)))
     parser.add_argument("--max-seconds", type=float, default=DEFAULT_MAX_SECONDS, help="hard wall-clock limit")
-    parser.add_argument("--no-factory", action="store_true", help="let CrossHair build State from raw fields")
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="bounded",
+        help="bounded: inputs from finite bounds, so conditions can be confirmed (default); open: small values "
+        "favoured but any reachable; none: CrossHair's own values",
+    )
     parser.add_argument("--worker", nargs=4, metavar=("MODEL", "FUNCTION", "INDEX", "TIMEOUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker:
         model, function, index, timeout = args.worker
-        data = run_worker(Path(model), function, int(index), float(timeout), not args.no_factory)
+        data = run_worker(Path(model), function, int(index), float(timeout), args.mode)
         print(json.dumps(data))
         return 0
 
@@ -526,8 +807,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout = max(1.0, 0.8 * args.budget * jobs / max(1, len(tasks)))
     else:
         timeout = DEFAULT_CONDITION_TIMEOUT
+    if args.mode == "bounded":
+        # Cheapest first, so a loaded machine's hard limit cuts the searches, not the proofs.
+        tasks.sort(key=lambda task: (task.function in UNBOUNDED_SEARCHES, TIME_BOXES.get(task.function, timeout)))
+    boxes = "".join(f", {f} {t:g}" for f, t in TIME_BOXES.items()) if args.mode == "bounded" else ""
     print(
-        f"CrossHair PEP 316: {len(tasks)} postconditions, {timeout:.1f} CPU s each, "
+        f"CrossHair PEP 316 ({args.mode} inputs): {len(tasks)} postconditions, {timeout:.1f} CPU s each{boxes}, "
         f"{jobs} at a time, hard limit {args.max_seconds:.0f} s",
         flush=True,
     )
@@ -537,15 +822,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         condition_timeout=timeout,
         jobs=jobs,
         max_seconds=args.max_seconds,
-        factory=not args.no_factory,
+        mode=args.mode,
+        timeouts=TIME_BOXES if args.mode == "bounded" and args.per_condition_timeout is None else None,
         on_result=lambda result: print(_describe(result), flush=True),
     )
     elapsed = time.monotonic() - start
     failed = [r for r in results if r.status not in PASSED]
-    counts = {status: sum(r.status == status for r in results) for status in sorted({r.status for r in results})}
-    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
     verdict = "FAILED" if failed else "ok"
-    print(f"CrossHair {verdict}: {summary}; elapsed {elapsed:.1f} s", flush=True)
+    print(f"CrossHair {verdict}: {summary(results, args.mode)}; elapsed {elapsed:.1f} s", flush=True)
     return 1 if failed else 0
 
 

@@ -1,0 +1,95 @@
+"""Checks written for mutants that the suite or ``auxspec verify`` let
+through (docs/mutation.md names each mutant). Each test states the rule the
+mutant broke; none depends on how the store is laid out inside."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore
+
+
+class _Key(str):
+    """A key of a str subclass: the store reads it by value, running its
+    ``__hash__`` (caller code) while it does."""
+
+
+def test_a_str_subclass_key_in_the_store_leaves_it_usable() -> None:
+    # ``in`` with a str subclass guards the store while the key's hash runs;
+    # the guard must be lifted after, or every later call is refused as
+    # reentrant. (A misspelt guard name survives this, rightly: the next call
+    # clears a stale guard, and reentry is found from the stack.)
+    store = BlockObjectStore(max_bytes=8, object_nbytes=2)
+    store.put([BlockObject("a", b"aa")])
+    assert _Key("a") in store
+    assert _Key("b") not in store
+    store.put([BlockObject("b", b"bb")])
+    assert store.get_concatenated(["a", "b"]) == b"aabb"
+    assert len(store) == 2
+
+
+class _Index(int):
+    """An int subclass: a size is taken by its plain int value."""
+
+
+def test_int_subclass_sizes_build_a_store_of_their_value() -> None:
+    store = BlockObjectStore(max_bytes=_Index(6), object_nbytes=_Index(2))
+    store.put([BlockObject(k, k.encode() * 2) for k in "abc"])
+    assert store.stats().capacity == 3
+    assert store.get_concatenated(["c"]) == b"cc"
+
+
+class _GatedStore(BlockObjectStore):
+    """Its puts wait for ``gate``, so the writer holds a batch as long as the test wants."""
+
+    def __init__(self, max_bytes: int, object_nbytes: int) -> None:
+        super().__init__(max_bytes=max_bytes, object_nbytes=object_nbytes)
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def put(self, objects: object, *, retain_keys: object = (), release_keys: object = ()) -> None:
+        self.entered.set()
+        self.gate.wait()
+        super().put(objects, retain_keys=retain_keys, release_keys=release_keys)  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(60)
+def test_a_full_queue_makes_put_wait_instead_of_growing() -> None:
+    # max_pending_batches bounds what is queued: with the writer held on one
+    # batch and the queue full, the next put waits (mutant: it appended
+    # anyway when no write had failed, so the queue grew past its bound).
+    inner = _GatedStore(max_bytes=16, object_nbytes=2)
+    store = BackgroundBlockObjectStore(inner, max_pending_batches=1)
+    store.put([BlockObject("a", b"aa")])
+    assert inner.entered.wait(30)  # the writer holds "a"
+    store.put([BlockObject("b", b"bb")])  # fills the queue
+    third = threading.Thread(target=store.put, args=([BlockObject("c", b"cc")],))
+    third.start()
+    queue = store._s.queue
+    # Either the third put waits (the owner flags that it waits) or it queued past the bound.
+    while third.is_alive() and not store._s.owner_waits and len(queue) <= 1:
+        third.join(0.01)
+    assert len(queue) <= 1, f"{len(queue)} batches queued with max_pending_batches=1"
+    assert third.is_alive()  # it waits for room
+    inner.gate.set()
+    third.join(30)
+    store.flush()
+    assert store.get_concatenated(["a", "b", "c"]) == b"aabbcc"
+    store.close()
+
+
+def test_a_background_put_takes_one_shot_iterables() -> None:
+    # Objects and keys may come as generators, read once. Mutants: a
+    # non-list batch replaced by list(None); the release keys passed on as
+    # given after being read (an exhausted generator releases nothing).
+    store = BackgroundBlockObjectStore(BlockObjectStore(max_bytes=4, object_nbytes=2), max_pending_batches=2)
+    store.put((BlockObject(k, k.encode() * 2) for k in "ab"), retain_keys=(k for k in "a"))
+    store.put([], release_keys=(k for k in "a"))
+    store.put([BlockObject("c", b"cc")])  # full: a, released, moved to the recent end; b is evicted
+    store.flush()
+    assert "b" not in store
+    assert store.get_concatenated(["a", "c"]) == b"aacc"
+    assert store.stats().pinned == 0
+    store.close()

@@ -1,0 +1,1 @@
+"""Mutation testing of impl/auxstore and the models (docs/mutation.md)."""

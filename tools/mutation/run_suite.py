@@ -1,0 +1,91 @@
+"""The suite's mutation score: mutmut 3 over impl/auxstore and the two models,
+driven by the fast part of the suite (``[tool.mutmut]`` in pyproject.toml).
+
+    nice -n 10 .venv/bin/python tools/mutation/run_suite.py                     # every mutant
+    nice -n 10 .venv/bin/python tools/mutation/run_suite.py --sample 60 --seed 1
+
+The sources are staged in ``build/mutation-suite/`` (see ``common``), mutmut
+generates its mutants there, and ``mutmut run`` runs the chosen ones with one
+worker (``--jobs``; the machine is shared). mutmut first runs the selected
+tests once to learn which tests reach which function, then each mutant
+against only those tests, stopping at the first failure. A mutant is
+*killed* when a test fails (or it times out, or crashes the interpreter);
+*survived* when every test that reaches it passes, or no test reaches it.
+The summary is printed per module; with ``--floor P`` the exit status is 1
+when fewer than P% of the mutants run are killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tools.mutation import common
+
+ROOT = common.REPO / "build" / "mutation-suite"
+KILLED = frozenset({"killed", "timeout", "segfault", "caught by type check"})
+SURVIVED = frozenset({"survived", "no tests"})
+
+
+def score(counts: Counter[str]) -> float:
+    judged = sum(n for status, n in counts.items() if status in KILLED | SURVIVED)
+    killed = sum(n for status, n in counts.items() if status in KILLED)
+    return 100.0 * killed / judged if judged else 100.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sample", type=int, help="run this many mutants, drawn by --seed (default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    parser.add_argument("--mutant", action="append", help="run these mutants by name instead of a sample")
+    parser.add_argument("--module", action="append", help="only mutants of these modules (auxstore._store...)")
+    parser.add_argument("--jobs", type=int, default=1, help="mutmut's --max-children (default 1)")
+    parser.add_argument("--floor", type=float, help="exit 1 if fewer than this % of the mutants run are killed")
+    parser.add_argument("--root", type=Path, default=ROOT, help=f"staging folder (default {ROOT})")
+    parser.add_argument("--out", type=Path, help="write {mutant: status} as JSON here")
+    args = parser.parse_args(argv)
+
+    common.stage(args.root)
+    common.generate(args.root)
+    everything = common.mutants(args.root)
+    candidates = [n for n in everything if args.module is None or common.module_of(n) in args.module]
+    chosen = args.mutant or common.sample(candidates, args.sample, args.seed)
+    print(f"{len(chosen)} of {len(candidates)} mutants through the fast suite, {args.jobs} at a time", flush=True)
+    started = time.monotonic()
+    mutmut = Path(sys.executable).parent / "mutmut"
+    done = subprocess.run([str(mutmut), "run", "--max-children", str(args.jobs), *chosen], cwd=args.root)
+    elapsed = time.monotonic() - started
+    if done.returncode != 0:
+        print(f"mutmut run exited {done.returncode}")
+        return 2
+    found = common.statuses(args.root)
+    results = {name: found[name] for name in chosen}
+    if args.out is not None:
+        args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    per_module: dict[str, Counter[str]] = {}
+    for name, status in results.items():
+        per_module.setdefault(common.module_of(name), Counter())[status] += 1
+    total: Counter[str] = Counter()
+    for module, counts in sorted(per_module.items()):
+        total += counts
+        print(f"{module}: {score(counts):.1f}% killed ({dict(counts)})")
+    for name, status in sorted(results.items()):
+        if status not in KILLED:
+            print(f"  {status}: {name}")
+    print(f"all: {score(total):.1f}% killed of {sum(total.values())} ({dict(total)}); elapsed {elapsed:.0f} s")
+    if args.floor is not None and score(total) < args.floor:
+        print(f"below the floor of {args.floor:g}%")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
