@@ -606,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
                 for r in rows
             ],
         }
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)  # --json /tmp/speed/run.json as the docs show it
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     return 0
 

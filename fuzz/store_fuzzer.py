@@ -47,6 +47,8 @@ if COMMAND is None:
     if MODULE.endswith(".py"):  # imported by file name, so that the import hook instruments it
         sys.path.insert(0, os.path.dirname(os.path.abspath(MODULE)))
         MODULE = os.path.basename(MODULE)[:-3]
+    elif os.getcwd() not in sys.path:  # a package of the caller's, as `python -m` would find it
+        sys.path.append(os.getcwd())
     with atheris.instrument_imports(include=[MODULE.split(".")[0]]):
         importlib.import_module(MODULE)
     from auxspec.drivers.fuzzing import differential, libfuzzer_argv, profile_from_env, target_args_from_env

@@ -139,6 +139,7 @@ RULES: list[tuple[str, Plan]] = [
     # A tiny port that passes the first exercise only (docs/exercises.md).
     (r"^auxspec verify myport\.py --max-time", Run(1, "the exercises' tiny port passes only the first exercise")),
     (r"^auxspec explain divergence\.jsonl --target", Run(1, "the port still diverges there: explain says so")),
+    (r"-minimize_crash=1", Run(1, "the stand-in crash file does not crash the correct port: libFuzzer says so")),
     (r"AUXSPEC_PROFILE=upstream", Run(needs_upstream=True, env={"PORT": "upstream"})),
     (r"vllm_store\.py|bench_store\.py", Run(needs_upstream=True)),
     (r".", Run()),
@@ -157,6 +158,7 @@ _INLINE_BUDGETS = {"-max_total_time": 2.0, "-runs": 200.0}
 _SHORT_RUNS = {
     # Scripts whose default run is long: the flags that make the same run short.
     "benchmarks/bench_store.py": "--quick",
+    "benchmarks/bench_scale.py": "--quick",
     "fuzz/throughput": "--seconds 0.2 --runs 50 --inputs 20",
     "fuzz/run": "--time 2",
 }
@@ -181,7 +183,7 @@ def _tiny_port() -> str:
 def _reader_checkout(where: Path, port: str) -> Path:
     """Links to the checkout, a copy of what commands write into, the docs' placeholders."""
     where.mkdir()
-    copied = {"fuzz", "ports"}  # fuzz/run merges into fuzz/corpus/; make -C ports/c builds there
+    copied = {"fuzz", "ports", "docs"}  # fuzz/run merges into fuzz/corpus/; make -C ports/c builds there; plots
     for entry in ROOT.iterdir():
         if entry.name.startswith(".") or entry.name in copied:
             continue
