@@ -22,8 +22,9 @@ verify: $(STAMP)
 	$(BIN)/auxspec verify --max-time 60
 
 test: $(STAMP) lint
-	# Both cores (pytest-xdist); a file's tests stay on one worker, in order (a doc's blocks share a namespace).
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	# Both cores (pytest-xdist); a file's tests stay on one worker, in order (a doc's blocks share a namespace);
+	# the longest files first (tests/conftest.py), and the 25 slowest tests listed at the end.
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check impl spec tests benchmarks fuzz
