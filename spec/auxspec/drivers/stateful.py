@@ -129,18 +129,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         found = check_step(self.store, op, want, observe(self.state), self.target, checker, self.profile)
         self.trace = Trace(self.trace.profile, self.trace.max_bytes, self.trace.object_nbytes, (*self.trace.ops, op))
         if found is not None:
-            divergence = Divergence(
-                self.trace,
-                len(self.trace.ops) - 1,
-                found.expected,
-                found.actual,
-                want,
-                found.got,
-                found.got_snapshot,
-                before,
-                found.want_snapshot,
-                found.compared,
-            )
+            divergence = found.at(self.trace, len(self.trace.ops) - 1, want, before)
             raise DivergenceFound(_without_padding(divergence, self.target).render())
 
 

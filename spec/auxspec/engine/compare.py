@@ -114,6 +114,21 @@ class Mismatch:
     want_snapshot: Snapshot | None = None  # the spec's state after the step, when the target's is compared
     compared: bool = False  # a difference of values (not a failure to produce one)
 
+    def at(self, trace: Trace, index: int, want: Outcome, before: State | None) -> Divergence:
+        """The divergence this mismatch makes at op ``index`` of ``trace``."""
+        return Divergence(
+            trace,
+            index,
+            self.expected,
+            self.actual,
+            want,
+            self.got,
+            self.got_snapshot,
+            before,
+            self.want_snapshot,
+            self.compared,
+        )
+
 
 class DivergenceFound(AssertionError):
     """A driver found a divergence and stops: the message shows it (the
@@ -418,18 +433,7 @@ def _run(trace: Trace, target: Target, on_state: Callable[[State], None] | None,
             else:
                 found = check_step(store, trace.ops[index], want, None, target, None, trace.profile)
             if found is not None:
-                return Divergence(
-                    trace,
-                    index,
-                    found.expected,
-                    found.actual,
-                    want,
-                    found.got,
-                    found.got_snapshot,
-                    before,
-                    found.want_snapshot,
-                    found.compared,
-                )
+                return found.at(trace, index, want, before)
         try:
             repr(store)  # whatever state the trace left it in
         except Exception as error:
