@@ -191,12 +191,7 @@ def _reader_checkout(where: Path, port: str) -> Path:
     for name in copied:
         shutil.copytree(ROOT / name, where / name, ignore=shutil.ignore_patterns("artifacts", "__pycache__", "auxport"))
     (where / ".venv").symlink_to(BIN.parent)
-    upstream = upstream_path()
-    if port == "upstream":
-        assert upstream is not None
-        store = upstream.read_text(encoding="utf-8")
-    else:
-        store = PLAIN_PORT.format(ports=str(ROOT / "tests" / "ports"))
+    store = upstream_text() if port == "upstream" else PLAIN_PORT.format(ports=str(ROOT / "tests" / "ports"))
     for name in ("mypkg/store.py", "path/to/store.py", "path/to/port.py", "path/to/other/store.py"):
         (where / name).parent.mkdir(parents=True, exist_ok=True)
         (where / name).write_text(store if "other" not in name else upstream_text(), encoding="utf-8")
@@ -222,8 +217,9 @@ def _reader_checkout(where: Path, port: str) -> Path:
 
 
 def upstream_text() -> str:
+    """vLLM's module (the commands that need it skip without it)."""
     upstream = upstream_path()
-    return upstream.read_text(encoding="utf-8") if upstream is not None and upstream.is_file() else "# vLLM absent\n"
+    return upstream.read_text(encoding="utf-8") if upstream is not None and _upstream_available() else "# vLLM absent\n"
 
 
 def _cut(match: re.Match[str], budgets: dict[str, float]) -> str:
