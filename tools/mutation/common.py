@@ -22,7 +22,8 @@ import random
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -160,3 +161,22 @@ def diff(name: str, root: Path = STAGE) -> str:
         return get_diff_for_mutant(name, path=path)
     finally:
         os.chdir(previous)
+
+
+def report(
+    per_module: dict[str, Counter[str]],
+    score: Callable[[Counter[str]], float],
+    verb: str,
+    elapsed: float,
+    floor: float | None,
+) -> int:
+    """Print the score per module and in all; 1 when it is below ``floor``, else 0."""
+    total: Counter[str] = Counter()
+    for module, counts in sorted(per_module.items()):
+        total += counts
+        print(f"{module}: {score(counts):.1f}% {verb} ({dict(counts)})")
+    print(f"all: {score(total):.1f}% {verb} of {sum(total.values())} ({dict(total)}); elapsed {elapsed:.0f} s")
+    if floor is not None and score(total) < floor:
+        print(f"below the floor of {floor:g}%")
+        return 1
+    return 0

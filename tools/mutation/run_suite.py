@@ -73,19 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_module: dict[str, Counter[str]] = {}
     for name, status in results.items():
         per_module.setdefault(common.module_of(name), Counter())[status] += 1
-    total: Counter[str] = Counter()
-    for module, counts in sorted(per_module.items()):
-        total += counts
-        print(f"{module}: {score(counts):.1f}% killed ({dict(counts)})")
     for name, status in sorted(results.items()):
         if status not in KILLED:
             print(f"  {status}: {name}")
-    print(f"all: {score(total):.1f}% killed of {sum(total.values())} ({dict(total)}); elapsed {elapsed:.0f} s")
-    if args.floor is not None and score(total) < args.floor:
-        print(f"below the floor of {args.floor:g}%")
-        return 1
-    return 0
-
+    return common.report(per_module, score, "killed", elapsed, args.floor)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -147,16 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{result['status']:9} {result['seconds']:6.1f}s {result['mutant']}", flush=True)
     elapsed = time.monotonic() - started
     per_module = summarize(results)
-    total: Counter[str] = Counter()
-    for module, counts in sorted(per_module.items()):
-        total += counts
-        print(f"{module}: {score(counts):.1f}% flagged ({dict(counts)})")
-    print(f"all: {score(total):.1f}% flagged of {sum(total.values())} ({dict(total)}); elapsed {elapsed:.0f} s")
-    if args.floor is not None and score(total) < args.floor:
-        print(f"below the floor of {args.floor:g}%")
-        return 1
-    return 0
-
+    return common.report(per_module, score, "flagged", elapsed, args.floor)
 
 if __name__ == "__main__":
     sys.exit(main())
