@@ -161,6 +161,68 @@ def test_a_long_vector_streams_in_memory_independent_of_its_length(tmp_path: Pat
     print(f"peak RSS scanning 20k lines: {peaks[20_000]} KiB; 200k lines: {peaks[200_000]} KiB")
 
 
+@pytest.mark.timeout(300)
+def test_verify_replays_a_long_vector_in_memory_independent_of_its_length(tmp_path: Path) -> None:
+    # ``auxspec verify --vectors`` surveys the file (one op at a time) and then
+    # streams its ops through the one compare loop: thirty times the lines
+    # must not take more memory. Holding the ops (as before) cost about 30 B
+    # per op: some 9 MB more for the longer file.
+    peaks, seconds = {}, {}
+    for lines in (10_000, 300_000):
+        path = _long_vector(tmp_path / f"v{lines}.jsonl", lines)
+        peak, out = _peak(
+            f"""
+            import time
+            from auxspec import cli
+            started = time.process_time()
+            code = cli.main(["verify", "--vectors", {str(path)!r}, "--max-time", "0"])
+            print("CODE", code, "CPU", round(time.process_time() - started, 1))
+            """
+        )
+        assert "CODE 0" in out and "1 vectors replayed" in out, out
+        peaks[lines], seconds[lines] = peak, out.split(" CPU ", 1)[1].split()[0]
+    print(f"verify: peak RSS {peaks} KiB, CPU seconds {seconds}")
+    assert peaks[300_000] - peaks[10_000] < 2 * 1024, peaks  # KiB: flat within 2 MiB
+
+
+def _late_wrong_port(path: Path, after: int) -> Path:
+    path.write_text(
+        textwrap.dedent(
+            f"""
+            from auxstore import BlockObjectStore as Base
+
+            class BlockObjectStore(Base):
+                # Right until its {after}th read, then one byte wrong.
+                reads = 0
+
+                def get_concatenated(self, keys):
+                    self.reads += 1
+                    data = super().get_concatenated(keys)
+                    return data if self.reads < {after} or not data else b"\\xff" + data[1:]
+            """
+        )
+    )
+    return path
+
+
+def test_a_streamed_replay_reports_a_divergence_as_the_whole_trace_does(tmp_path: Path) -> None:
+    from auxspec.drivers import verify
+    from auxspec.engine.compare import compare
+    from auxspec.engine.target import load_target
+
+    vector = _long_vector(tmp_path / "v.jsonl", 3_000)
+    target = load_target(str(_late_wrong_port(tmp_path / "late.py", 700)))
+    held = compare(traces.load(vector).trace, target)
+    streamed = verify.replay_file(traces.survey(vector), target)
+    assert held is not None and streamed is not None
+    assert streamed.step == held.step == 1_399  # the 700th get: op 1,400 of 3,000
+    assert len(streamed.trace.ops) == 1_400  # the ops up to it, read again; not the 1,600 after it
+    assert streamed.render() == held.render()
+    assert "divergence at step 1400 of 3000:" in streamed.render()
+    assert streamed.as_json() == held.as_json()
+    assert verify.replay_file(traces.survey(vector), load_target(None)) is None
+
+
 def test_scan_and_load_agree(tmp_path: Path) -> None:
     path = _long_vector(tmp_path / "v.jsonl", 50)
     header, ops = traces.scan(path)

@@ -164,13 +164,13 @@ def _verify(args: argparse.Namespace) -> int:
         if args.exec_command is not None and args.target:
             raise LookupError("give a TARGET or --exec CMD, not both")
         vector_paths = args.vectors or ([BUNDLED_VECTORS] if BUNDLED_VECTORS.is_dir() else [])
-        vectors = [v for v in verify.load_vectors(vector_paths) if v.trace.profile == args.profile]
+        vectors = [v for v in verify.survey_vectors(vector_paths) if v.profile == args.profile]
         if args.exec_command is not None:  # started last: nothing after it can fail and leave it running
             port = process_target(args.exec_command, args.op_timeout)
             target, stop_port = port.target, port.close
             # What the handshake leaves out, said before anything runs.
             skipped = port.handshake.skipped()
-            left_out = sum(1 for v in vectors if not trace_needs(v.trace) <= target.features)
+            left_out = sum(1 for v in vectors if not v.needs <= target.features)
             if left_out:
                 skipped.append(f"{left_out} of {len(vectors)} vectors need what the port does not offer")
             report["protocol"] = port.handshake.protocol
@@ -195,18 +195,21 @@ def _verify(args: argparse.Namespace) -> int:
     except ProtocolError as error:
         print(f"auxspec: the port broke the protocol: {error}", file=sys.stderr)
         return 2
+    except TraceError as error:  # a vector file that changed after it was checked, read again to replay it
+        print(f"auxspec: {error}", file=sys.stderr)
+        return 2
     finally:
         if stop_port:
             stop_port()
 
 
-def _check(args: argparse.Namespace, target: Target, vectors: list[traces.Vector], report: dict[str, Any]) -> int:
+def _check(args: argparse.Namespace, target: Target, vectors: list[traces.VectorFile], report: dict[str, Any]) -> int:
     with _Progress(enabled=not args.json and sys.stdout.isatty()) as bar:
         return _phases(args, target, vectors, report, bar)
 
 
 def _phases(
-    args: argparse.Namespace, target: Target, vectors: list[traces.Vector], report: dict[str, Any], bar: _Progress
+    args: argparse.Namespace, target: Target, vectors: list[traces.VectorFile], report: dict[str, Any], bar: _Progress
 ) -> int:
     say = _say(args.json)
     report["target"] = target.label
@@ -217,14 +220,14 @@ def _phases(
     # it, except in a vector under --keep-going: every failing vector is
     # reported, then the search runs, then a summary.
     deviations: dict[str, Divergence] = {}
-    failing: list[tuple[traces.Vector, Divergence]] = []
+    failing: list[tuple[traces.VectorFile, Divergence]] = []
     report["failing_vectors"] = failing
     started = time.monotonic()
     # Vectors that use what the target lacks (read_into, observations, Python forms) are left out.
-    usable = [v for v in vectors if trace_needs(v.trace) <= target.features]
+    usable = [v for v in vectors if v.needs <= target.features]
     bar.start("vectors", len(usable))
     for number, vector in enumerate(usable, start=1):
-        divergence = verify.replay(vector, target)
+        divergence = verify.replay_file(vector, target)
         bar.update(number)
         if divergence:
             say(f"vector {printable(vector.name)} ({number}/{len(usable)}) diverges")
@@ -311,13 +314,13 @@ def _phases(
     return _finish(args, report, 0, say)
 
 
-def _failing_count(failing: list[tuple[traces.Vector, Divergence]], usable: list[traces.Vector]) -> str:
+def _failing_count(failing: list[tuple[traces.VectorFile, Divergence]], usable: list[traces.VectorFile]) -> str:
     return f", {len(failing)} of {len(usable)} fail" if failing else ""
 
 
 def _finish(args: argparse.Namespace, report: dict[str, Any], code: int, say: Any) -> int:
     """The summary of every failing vector (under --keep-going), then the JSON report."""
-    failing: list[tuple[traces.Vector, Divergence]] = report.get("failing_vectors", [])
+    failing: list[tuple[traces.VectorFile, Divergence]] = report.get("failing_vectors", [])
     if failing:
         say(f"summary: {len(failing)} of {report.get('vectors', '?')} vectors fail:")
         for vector, divergence in failing:

@@ -26,7 +26,7 @@ from auxspec.drivers import gated
 from auxspec.drivers.protocol import process_target
 from auxspec.engine import traces
 from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
-from auxspec.engine.compare import Divergence, compare
+from auxspec.engine.compare import Divergence, compare, compare_stream
 from auxspec.engine.fields import Batch, Key, Keys
 from auxspec.engine.ops import PYTHON, Bad, Trace
 from auxspec.engine.table import kind_of
@@ -113,6 +113,14 @@ def replay(vector: traces.Vector, target: Target) -> Divergence | None:
     """Replay a vector's trace; its recorded expectations must match the spec's
     (``auxspec vectors --check`` proves that) and the target must match both."""
     return compare(vector.trace, target)
+
+
+def replay_file(vector: traces.VectorFile, target: Target) -> Divergence | None:
+    """``replay`` of a vector file, its ops streamed from the file: memory
+    does not grow with its length.
+
+    raises: TraceError (the file changed since it was surveyed)"""
+    return compare_stream(vector.head(), vector.ops(), target, vector.prefix, vector.steps)
 
 
 def explore(
@@ -398,6 +406,14 @@ def exec_target(command: str, op_timeout: float = 5.0) -> tuple[Target, Callable
 def load_vectors(paths: Iterable[Path]) -> list[traces.Vector]:
     vectors: list[traces.Vector] = []
     for path in paths:
-        files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
-        vectors.extend(traces.load(file) for file in files)
+        vectors.extend(traces.load(file) for file in _vector_files(path))
     return vectors
+
+
+def survey_vectors(paths: Iterable[Path]) -> list[traces.VectorFile]:
+    """The vector files under ``paths``, each checked and counted, none held (``traces.survey``)."""
+    return [traces.survey(file) for path in paths for file in _vector_files(path)]
+
+
+def _vector_files(path: Path) -> list[Path]:
+    return sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -40,10 +40,16 @@ class Divergence:
     before: State | None = None  # the spec's state before the step
     want_snapshot: Snapshot | None = None  # the spec's state after the step, when the target's was compared
     compared: bool = False  # the outcomes (and states) were compared: shown side by side
+    steps: int | None = None  # the whole trace's length, when ``trace`` holds only the ops up to ``step`` (streamed)
 
     @property
     def op(self) -> Op | None:
         return self.trace.ops[self.step] if self.step >= 0 else None
+
+    @property
+    def length(self) -> int:
+        """How many ops the whole trace has."""
+        return len(self.trace.ops) if self.steps is None else self.steps
 
     @property
     def deviation(self) -> str | None:
@@ -60,7 +66,7 @@ class Divergence:
         target's side by side, each differing field marked ``*``; a payload
         that differs is shown by its length, the first differing offset and
         a short hex window around it (so objects of any size stay readable)."""
-        where = "building the store" if self.step < 0 else f"step {self.step + 1} of {len(self.trace.ops)}"
+        where = "building the store" if self.step < 0 else f"step {self.step + 1} of {self.length}"
         rows = [f"divergence at {where}:"]
         rows.append(
             f"  store(max_bytes={self.trace.max_bytes}, object_nbytes={self.trace.object_nbytes}, "
@@ -82,7 +88,7 @@ class Divergence:
         ``spec/auxspec/schemas/verify-report.schema.json`` describes it."""
         body: dict[str, Any] = {
             "step": self.step + 1,
-            "steps": len(self.trace.ops),
+            "steps": self.length,
             "store": {
                 "max_bytes": _json_scalar(self.trace.max_bytes),
                 "object_nbytes": _json_scalar(self.trace.object_nbytes),
@@ -394,7 +400,36 @@ def compare(
     return replace(coarse, actual=coarse.actual + note)
 
 
-def _run(trace: Trace, target: Target, on_state: Callable[[State], None] | None, every: int) -> Divergence | None:
+def compare_stream(
+    head: Trace, ops: Iterable[Op], target: Target, prefix: Callable[[int], tuple[Op, ...]], steps: int
+) -> Divergence | None:
+    """``compare`` (precise) of a trace whose ``steps`` ops are read one at a
+    time from ``ops`` rather than held (a long vector file): memory does not
+    grow with the trace. ``head`` has its profile and sizes (its ops are not
+    used). The divergence, if any, holds the ops up to the diverging one,
+    read again with ``prefix(count)``: it names that op with the trace up to
+    it, as ``compare``'s does."""
+    stream = iter(ops)
+    try:
+        found = _run(head, target, None, 1, stream)
+    finally:
+        close = getattr(stream, "close", None)  # a generator over an open file: close it now
+        if close is not None:
+            close()
+    if found is None:
+        return None
+    return replace(found, trace=replace(head, ops=prefix(found.step + 1)), steps=steps)
+
+
+def _run(
+    trace: Trace,
+    target: Target,
+    on_state: Callable[[State], None] | None,
+    every: int,
+    ops: Iterator[Op] | None = None,
+) -> Divergence | None:
+    """The one compare loop, over ``trace.ops`` or (``every=1``) the ops
+    ``ops`` streams: the ops are not indexed, so a streamed trace is never held."""
     built = initial_state(trace)
     want_new: Outcome = built if isinstance(built, Err) else Ok()
     try:
@@ -425,20 +460,20 @@ def _run(trace: Trace, target: Target, on_state: Callable[[State], None] | None,
         checker = getattr(store, "check_invariants", None)  # ports may offer it (auxstore does)
         assert isinstance(built, State)  # the store was built, as the spec says
         last = len(trace.ops) - 1
-        for index, (before, after, want) in enumerate(spec_steps(trace, built, every)):
+        index = -1
+        for index, (op, before, after, want) in enumerate(spec_steps(trace, built, every, ops)):
             if on_state is not None:
                 on_state(after)
             if every == 1 or index == last or index % every == every - 1:
-                found = check_step(store, trace.ops[index], want, observe(after), target, checker, trace.profile)
+                found = check_step(store, op, want, observe(after), target, checker, trace.profile)
             else:
-                found = check_step(store, trace.ops[index], want, None, target, None, trace.profile)
+                found = check_step(store, op, want, None, target, None, trace.profile)
             if found is not None:
                 return found.at(trace, index, want, before)
         try:
             repr(store)  # whatever state the trace left it in
         except Exception as error:
-            last = len(trace.ops) - 1
-            return Divergence(trace, last, "repr(store) works", f"repr raised {_exception_line(error)}")
+            return Divergence(trace, index, "repr(store) works", f"repr raised {_exception_line(error)}")
         return None
     finally:
         with contextlib.suppress(Exception):  # the trace may have closed it, or shown a failure

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from auxspec.engine.fields import model_items, model_keys
@@ -32,23 +32,27 @@ def expected_new(trace: Trace) -> Outcome:
 
 
 def spec_steps(
-    trace: Trace, start: model.State, every: int = 1
-) -> Iterator[tuple[model.State, model.State, Outcome]]:
-    """The spec's walk through ``trace`` from ``start``: per op, the state
-    before, the state after and the outcome. A broken model invariant is an
-    ``AssertionError``: the model itself is wrong, and no target can be
+    trace: Trace, start: model.State, every: int = 1, ops: Iterable[Op] | None = None
+) -> Iterator[tuple[Op, model.State, model.State, Outcome]]:
+    """The spec's walk through ``trace`` from ``start``: per op, the op, the
+    state before, the state after and the outcome. A broken model invariant
+    is an ``AssertionError``: the model itself is wrong, and no target can be
     judged by it. The invariant is checked after every op (``every=1``), or
     after every ``every``-th op and the last one (the fuzzers' cheap mode,
-    which replays with ``every=1`` to name the op that broke it)."""
+    which replays with ``every=1`` to name the op that broke it).
+
+    ``ops``: the ops to walk instead of ``trace.ops``, consumed one at a time
+    (a vector file streamed, ``every=1`` only: the last op is not known ahead)."""
+    assert ops is None or every == 1
     state = start
     last = len(trace.ops) - 1
-    for index, op in enumerate(trace.ops):
+    for index, op in enumerate(trace.ops if ops is None else ops):
         after, outcome = step(state, op)
         if every == 1 or index == last or index % every == every - 1:
             broken = model.violations(after)
             if broken:
                 raise AssertionError(f"model invariant broken after {op}: {'; '.join(broken)}")
-        yield state, after, outcome
+        yield op, state, after, outcome
         state = after
 
 
@@ -64,7 +68,7 @@ def expected_outcomes(trace: Trace) -> Iterator[tuple[Outcome, Snapshot]]:
     built = initial_state(trace)
     if isinstance(built, Err):
         return
-    for _, after, outcome in spec_steps(trace, built):
+    for _, _, after, outcome in spec_steps(trace, built):
         yield outcome, observe(after)
 
 

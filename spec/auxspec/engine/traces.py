@@ -9,8 +9,9 @@ of format 1 keep reading it."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -341,6 +342,59 @@ def scan(path: Path) -> tuple[Header, Iterator[tuple[Op, Outcome]]]:
             yield from _ops(lines, header, str(path))
 
     return header, ops()
+
+
+@dataclass(frozen=True)
+class VectorFile:
+    """A vector file read through once to check every line and count its ops,
+    holding none of them: its ops are read again as they are replayed
+    (``ops``), so a file of any length replays in the same memory."""
+
+    path: Path
+    header: Header
+    steps: int  # its ops
+    needs: frozenset[str]  # the features a target must have to run them all
+
+    @property
+    def name(self) -> str:
+        return self.header.name
+
+    @property
+    def profile(self) -> str:
+        return self.header.profile
+
+    def head(self) -> Trace:
+        """The trace's profile and sizes, without its ops."""
+        return Trace(self.header.profile, self.header.max_bytes, self.header.object_nbytes)
+
+    def ops(self) -> Generator[Op]:
+        """The ops, read from the file as they are consumed.
+
+        raises: TraceError (the file changed since it was surveyed)"""
+        _, pairs = scan(self.path)
+        return (op for op, _ in pairs)
+
+    def prefix(self, count: int) -> tuple[Op, ...]:
+        """The first ``count`` ops (to show the trace up to a divergence)."""
+        ops = self.ops()
+        try:
+            return tuple(itertools.islice(ops, count))
+        finally:
+            ops.close()
+
+
+def survey(path: Path) -> VectorFile:
+    """The file at ``path`` checked line by line as ``load`` does, keeping
+    only its header, how many ops it has and what they need.
+
+    raises: TraceError
+    """
+    header, pairs = scan(path)
+    steps, found = 0, set[str]()
+    for op, _ in pairs:
+        steps += 1
+        found |= needs(op)
+    return VectorFile(path, header, steps, frozenset(found))
 
 
 def lines_of(stream: IO[Any], source: str, limit: int = MAX_LINE) -> Iterator[tuple[int, str]]:
