@@ -345,3 +345,69 @@ def test_something_that_is_not_a_store_is_refused_before_any_thread(inner: objec
     with pytest.raises(TypeError, match="store"):
         BackgroundBlockObjectStore(inner, max_pending_batches=0)  # type: ignore[arg-type]  # the store is checked first
     assert threading.active_count() == threads
+
+
+# ------------------------------------------------- close, interrupted
+
+
+class _Held:
+    """An inner store whose put waits at a gate; logs what it applies and its close."""
+
+    object_nbytes = N
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.log: list[Any] = []
+
+    def put(self, objects: Any, *, retain_keys: Any = (), release_keys: Any = ()) -> None:
+        self.entered.set()
+        if not self.gate.wait(10):
+            raise TimeoutError("the gate was never opened")
+        self.log.append([o.key for o in objects])
+
+    def get_concatenated(self, keys: list[str]) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        self.log.append("close")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_a_close_interrupted_while_the_writer_applies_a_batch_waits_for_it_next_time() -> None:
+    """A KeyboardInterrupt (a real SIGALRM) into close() while the writer is
+    inside the inner store's put. ``Thread.join()`` interrupted so marks the
+    running writer stopped (CPython < 3.13): a close that joined it then
+    returned at once, latched a false WriterDiedError and closed the inner
+    store under the writer's put. The next close must wait for the writer,
+    apply the batch, close the inner store after it and report nothing."""
+    import signal
+
+    def alarm(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    inner = _Held()
+    store = BackgroundBlockObjectStore(inner, max_pending_batches=1)
+    store.put([obj("a")])
+    assert inner.entered.wait(10)  # the writer is inside the inner put, held
+    previous = signal.signal(signal.SIGALRM, alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)  # lands while close() waits for the held writer
+        with pytest.raises(KeyboardInterrupt):
+            store.close()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert inner.log == []  # still held: nothing applied, the inner store open
+    opener = threading.Timer(0.3, inner.gate.set)  # released while the next close waits
+    opener.start()
+    try:
+        store.close()  # no failure: the writer did not die
+    finally:
+        opener.join(10)
+    assert inner.log == [["a"], "close"]  # applied, then closed: never closed under the put
+    assert _wait_until(lambda: store._thread not in threading.enumerate())
+    store.close()  # closing again does nothing
+    assert inner.log == [["a"], "close"]
+

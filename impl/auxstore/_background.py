@@ -27,11 +27,18 @@ or not at all. A side that is about to sleep first sets its ``*_waits`` flag,
 then checks its condition; the other side first changes the state, then
 reads the flag; so a wake-up cannot be lost between them.
 
-No hang: every owner wait is a bounded ``get`` in a loop that also checks
-that the writer thread is alive (a writer that died without latching its
-failure is latched by the owner) and wakes the writer if a batch is queued
-and it sleeps (a wake-up lost to an interrupted ``put``). The writer's waits
-are bounded too, and it ends by itself when its store was dropped.
+No hang: every owner wait (a full queue, the reads and ``flush``, and
+``close`` waiting for the writer to end) is a bounded ``get`` in a loop that
+also checks that the writer thread is alive (a writer that died without
+latching its failure is latched by the owner) and wakes the writer if it
+sleeps with work to do (a wake-up lost to an interrupted call). None is a
+bare ``Thread.join()``: a main thread asleep in one handles no signal, and
+on CPython 3.11 a traced writer (coverage's tracer) with a signal pending
+that only the main thread may handle spins in the eval loop's pending-call
+check without ever getting past it (gdb: ``handle_signals`` from
+``eval_frame_handle_pending``), so close() waited for it for ever. The
+writer's waits are bounded too, and it ends by itself when its store was
+dropped.
 
 The owner validates and snapshots each batch before queueing it, so bad
 input raises at the call with nothing queued and nothing latched, and a
@@ -203,6 +210,20 @@ def _write_loop(shared: _Shared) -> None:
             store.put(list(map(_new_entry, objects.items())), retain_keys=retains, release_keys=releases)
         except BaseException as error:  # latched, whatever it is: the owner re-raises it
             failure = error
+
+
+def _alive(thread: threading.Thread) -> bool:
+    """Whether ``thread`` still runs, from threading's list of running
+    threads. Not ``Thread.is_alive()`` or ``join()``: on CPython before 3.13,
+    an exception raised into either while the thread runs (a KeyboardInterrupt
+    in the owner) releases the running thread's own end-of-life lock and
+    marks it stopped for good (``_wait_for_tstate_lock``'s bpo-45274
+    handler), so every later ``is_alive()`` says False and ``join()`` returns
+    at once while it still runs: the owner would latch a false
+    ``WriterDiedError`` and close the inner store under the writer's put.
+    The list is kept by the thread itself, which leaves it when its body has
+    returned."""
+    return thread in threading.enumerate()
 
 
 def _orphaned(shared: _Shared) -> bool:
@@ -391,10 +412,28 @@ class BackgroundBlockObjectStore:
                 try:
                     wake.get(timeout=_OWNER_POLL)
                 except Empty:
-                    if shared.error is None and not self._thread.is_alive():
+                    if shared.error is None and not _alive(self._thread):
                         shared.latch(WriterDiedError("the background writer thread ended unexpectedly"))
         finally:
             shared.owner_waits = False
+
+    def _wait_ended(self, shared: _Shared) -> None:
+        """Wait until the writer has ended (``close``), as ``_wait`` waits:
+        bounded waits that wake the writer if it sleeps (a wake-up lost to an
+        interrupted close) and watch that it lives. Never ``Thread.join()``
+        alone: see ``_alive``."""
+        wake = shared.owner_wake
+        shared.owner_waits = True  # before the checks: see the class docstring
+        try:
+            while not shared.writer_done and _alive(self._thread):
+                if shared.writer_waits:
+                    shared.writer_wake.put(None)
+                with contextlib.suppress(Empty):
+                    wake.get(timeout=_OWNER_POLL)
+        finally:
+            shared.owner_waits = False
+        # It has set writer_done: what is left of it returns at once (bounded all the same).
+        self._thread.join(_WRITER_POLL)
 
     def _wait_idle(self) -> None:
         """Wait until every queued batch is applied (or skipped)."""
@@ -515,7 +554,7 @@ class BackgroundBlockObjectStore:
 
     @_owner_call
     def close(self) -> None:
-        """Apply everything queued, stop and join the writer, close the inner
+        """Apply everything queued, wait for the writer to end, close the inner
         store, then raise a latched failure. Closing again does nothing.
 
         Interrupted (a KeyboardInterrupt, say), the store is closing: other
@@ -526,7 +565,7 @@ class BackgroundBlockObjectStore:
         shared.stopping = True
         shared.writer_wake.put(None)  # every time: an earlier close may have been interrupted before it
         # The writer applies what is queued, then ends; a writer that died has ended.
-        self._thread.join()
+        self._wait_ended(shared)
         if shared.error is None and (shared.queue or shared.busy):
             shared.latch(WriterDiedError("the background writer thread ended with batches not applied"))
         shared.close_inner()
