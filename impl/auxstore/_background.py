@@ -212,18 +212,29 @@ def _write_loop(shared: _Shared) -> None:
             failure = error
 
 
+# The frame every threading.Thread runs its body in, from start() to its end.
+_THREAD_BODY = threading.Thread._bootstrap_inner.__code__  # type: ignore[attr-defined]
+
+
 def _alive(thread: threading.Thread) -> bool:
-    """Whether ``thread`` still runs, from threading's list of running
-    threads. Not ``Thread.is_alive()`` or ``join()``: on CPython before 3.13,
-    an exception raised into either while the thread runs (a KeyboardInterrupt
-    in the owner) releases the running thread's own end-of-life lock and
-    marks it stopped for good (``_wait_for_tstate_lock``'s bpo-45274
-    handler), so every later ``is_alive()`` says False and ``join()`` returns
-    at once while it still runs: the owner would latch a false
-    ``WriterDiedError`` and close the inner store under the writer's put.
-    The list is kept by the thread itself, which leaves it when its body has
-    returned."""
-    return thread in threading.enumerate()
+    """Whether ``thread`` still runs: its stack, as the interpreter holds it,
+    still has threading's frame for ``thread`` (which start() waits for).
+
+    Not ``Thread.is_alive()`` or ``join()``: on CPython before 3.13 an
+    exception raised into either while the thread runs (a KeyboardInterrupt
+    in the owner) releases the running thread's end-of-life lock and marks it
+    stopped for good (``_wait_for_tstate_lock``'s bpo-45274 handler), so the
+    owner would latch a false ``WriterDiedError`` and close the inner store
+    under the writer's put. Nor ``threading.enumerate()``: it waits for a lock
+    that an ending thread holds while it runs Python code (a weakref callback
+    in ``Thread._delete``), where a traced thread can spin (see the module
+    docstring). A thread id reused by a later thread has another frame."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code is _THREAD_BODY and frame.f_locals.get("self") is thread:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _orphaned(shared: _Shared) -> bool:
