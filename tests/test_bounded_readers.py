@@ -185,6 +185,40 @@ def test_verify_replays_a_long_vector_in_memory_independent_of_its_length(tmp_pa
     assert peaks[300_000] - peaks[10_000] < 2 * 1024, peaks  # KiB: flat within 2 MiB
 
 
+@pytest.mark.timeout(300)
+def test_vectors_check_reads_a_long_vector_in_memory_independent_of_its_length(tmp_path: Path) -> None:
+    # ``auxspec vectors --check`` streams each file into the spec's walk (and
+    # the coverage measurement) too.
+    peaks = {}
+    for lines in (10_000, 200_000):
+        folder = tmp_path / f"v{lines}"
+        folder.mkdir()
+        _long_vector(folder / "long.jsonl", lines)
+        peak, out = _peak(
+            f"""
+            from auxspec import cli
+            print("CODE", cli.main(["vectors", "--check", {str(folder)!r}, "--min-coverage", "0"]))
+            """
+        )
+        assert "CODE 0" in out and "1 vectors, 1 match the spec" in out, out
+        peaks[lines] = peak
+    print(f"vectors --check: peak RSS {peaks} KiB")
+    assert peaks[200_000] - peaks[10_000] < 2 * 1024, peaks  # KiB
+
+
+def test_vectors_check_names_the_first_stale_op_of_a_long_vector(tmp_path: Path) -> None:
+    from auxspec import vectors as bundled
+    from auxspec.drivers import verify
+
+    path = _long_vector(tmp_path / "long.jsonl", 5_000)
+    lines = path.read_text().splitlines(keepends=True)
+    lines[4_000] = lines[4_000].replace('"ok": "0a0b"', '"ok": "0a0c"')  # op 4,000: a get, recorded wrong
+    path.write_text("".join(lines))
+    assert bundled.stale(verify.survey_vectors([path])) == [
+        "long: op 4000 expects Ok(value=b'\\n\\x0c'), the spec says Ok(value=b'\\n\\x0b')"
+    ]
+
+
 def _late_wrong_port(path: Path, after: int) -> Path:
     path.write_text(
         textwrap.dedent(

@@ -455,7 +455,7 @@ def _vectors(args: argparse.Namespace) -> int:
         print(f"wrote {len(written)} vectors to {args.folder}")
         return 0
     try:
-        loaded = verify.load_vectors([args.folder])
+        loaded = verify.survey_vectors([args.folder])
     except TraceError as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2

@@ -371,8 +371,13 @@ class VectorFile:
         """The ops, read from the file as they are consumed.
 
         raises: TraceError (the file changed since it was surveyed)"""
-        _, pairs = scan(self.path)
-        return (op for op, _ in pairs)
+        return (op for op, _ in self.pairs())
+
+    def pairs(self) -> Iterator[tuple[Op, Outcome]]:
+        """The ops with their recorded outcomes, read as they are consumed.
+
+        raises: TraceError (the file changed since it was surveyed)"""
+        return scan(self.path)[1]
 
     def prefix(self, count: int) -> tuple[Op, ...]:
         """The first ``count`` ops (to show the trace up to a divergence)."""

@@ -12,12 +12,15 @@ from __future__ import annotations
 import ast
 import json
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from auxspec.engine import traces
-from auxspec.engine.expect import expected_new, expected_outcomes
+from auxspec.engine.expect import expected_new, initial_state, spec_steps
+from auxspec.engine.ops import Op
 from auxspec.models import sequential as model
+from auxspec.models.sequential import Err, Outcome
 from auxspec.vectors import catalog
 
 BUNDLED = Path(__file__).parent  # the vector files live beside this module
@@ -68,21 +71,40 @@ def generate(folder: Path = BUNDLED) -> list[Path]:
     return written
 
 
-def stale(vectors: list[traces.Vector]) -> list[str]:
-    """The vectors whose recorded expectations the spec no longer produces."""
+def stale(vectors: list[traces.VectorFile]) -> list[str]:
+    """The vectors whose recorded expectations the spec no longer produces
+    (each file read one op at a time)."""
     bad = []
     for vector in vectors:
-        if expected_new(vector.trace) != vector.expected_new:
-            bad.append(f"{vector.name}: building the store expects {vector.expected_new}, the spec differs")
+        if expected_new(vector.head()) != vector.header.expect_new:
+            bad.append(f"{vector.name}: building the store expects {vector.header.expect_new}, the spec differs")
             continue
-        fresh = tuple(outcome for outcome, _ in expected_outcomes(vector.trace))
-        if fresh != vector.expected:
-            first = next(i for i, (a, b) in enumerate(zip(fresh, vector.expected, strict=True)) if a != b)
-            bad.append(f"{vector.name}: op {first + 1} expects {vector.expected[first]}, the spec says {fresh[first]}")
+        for number, (fresh, recorded) in enumerate(_replayed(vector), start=1):
+            if fresh != recorded:
+                bad.append(f"{vector.name}: op {number} expects {recorded}, the spec says {fresh}")
+                break
     return bad
 
 
-def measure(vectors: list[traces.Vector]) -> Coverage:
+def _replayed(vector: traces.VectorFile) -> Iterator[tuple[Outcome, Outcome]]:
+    """Per op of ``vector``, the spec's outcome and the recorded one, the ops
+    streamed from the file into the spec's walk."""
+    head = vector.head()
+    built = initial_state(head)
+    if isinstance(built, Err):
+        return
+    recorded: list[Outcome] = []
+
+    def ops() -> Iterator[Op]:
+        for op, outcome in vector.pairs():
+            recorded.append(outcome)
+            yield op
+
+    for _, _, _, fresh in spec_steps(head, built, 1, ops()):
+        yield fresh, recorded.pop()
+
+
+def measure(vectors: list[traces.VectorFile]) -> Coverage:
     """Branch coverage of the model's steps by replaying ``vectors`` on the spec."""
     import coverage
 
@@ -93,8 +115,8 @@ def measure(vectors: list[traces.Vector]) -> Coverage:
     cov.start()
     try:
         for vector in vectors:
-            expected_new(vector.trace)
-            for _ in expected_outcomes(vector.trace):
+            expected_new(vector.head())
+            for _ in _replayed(vector):
                 pass
     finally:
         cov.stop()
