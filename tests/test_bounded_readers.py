@@ -265,3 +265,22 @@ def test_scan_and_load_agree(tmp_path: Path) -> None:
     assert tuple(op for op, _ in pairs) == vector.trace.ops
     assert tuple(outcome for _, outcome in pairs) == vector.expected
     assert header.name == vector.name == "long"
+
+
+# ------------------------------------------------------ nothing left behind
+
+
+@pytest.mark.timeout(300)
+def test_verify_in_an_empty_directory_leaves_it_empty(tmp_path: Path) -> None:
+    # Issue 18, point 7: an exploring verify that conforms writes nothing
+    # where it runs (no .hypothesis/ database, no trace file).
+    empty = tmp_path / "here"
+    empty.mkdir()
+    auxspec = Path(PY).parent / "auxspec"
+    done = subprocess.run(
+        [str(auxspec), "verify", "--max-time", "3", "--seed", "1"],
+        cwd=empty, capture_output=True, text=True, timeout=280, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "conforms" in done.stdout and "explored" in done.stdout, done.stdout[-2000:]
+    assert sorted(path.name for path in empty.iterdir()) == []

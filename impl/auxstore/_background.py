@@ -212,13 +212,16 @@ def _write_loop(shared: _Shared) -> None:
             failure = error
 
 
-# The frame every threading.Thread runs its body in, from start() to its end.
-_THREAD_BODY = threading.Thread._bootstrap_inner.__code__  # type: ignore[attr-defined]
+# threading's own table of running threads (ident -> Thread): each thread
+# enters itself before start() returns and removes itself when its body has
+# returned. Read one entry at a time, with no lock (see _alive).
+_RUNNING: dict[int, threading.Thread] | None = getattr(threading, "_active", None)
 
 
 def _alive(thread: threading.Thread) -> bool:
-    """Whether ``thread`` still runs: its stack, as the interpreter holds it,
-    still has threading's frame for ``thread`` (which start() waits for).
+    """Whether ``thread`` still runs, from threading's table of running
+    threads (the same Thread object under its id: an id reused by a later
+    thread is another object).
 
     Not ``Thread.is_alive()`` or ``join()``: on CPython before 3.13 an
     exception raised into either while the thread runs (a KeyboardInterrupt
@@ -228,13 +231,12 @@ def _alive(thread: threading.Thread) -> bool:
     under the writer's put. Nor ``threading.enumerate()``: it waits for a lock
     that an ending thread holds while it runs Python code (a weakref callback
     in ``Thread._delete``), where a traced thread can spin (see the module
-    docstring). A thread id reused by a later thread has another frame."""
-    frame = sys._current_frames().get(thread.ident or -1)
-    while frame is not None:
-        if frame.f_code is _THREAD_BODY and frame.f_locals.get("self") is thread:
-            return True
-        frame = frame.f_back
-    return False
+    docstring). Nor the thread's frames (``sys._current_frames()``): reading
+    another thread's frame locals crashed CPython 3.11."""
+    if _RUNNING is None:  # an interpreter without the table: the flawed answer beats none
+        return thread.is_alive()
+    ident = thread.ident
+    return ident is not None and _RUNNING.get(ident) is thread
 
 
 def _orphaned(shared: _Shared) -> bool:

@@ -204,7 +204,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, target: Target, vectors: list[traces.VectorFile], report: dict[str, Any]) -> int:
-    with _Progress(enabled=not args.json and sys.stdout.isatty()) as bar:
+    with _Progress(enabled=not args.json and sys.stdout.isatty()) as bar, verify.hypothesis_scratch():
         return _phases(args, target, vectors, report, bar)
 
 

@@ -12,13 +12,16 @@ trace. ``Reach`` records the largest value each dimension reached.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
 
-from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import HealthCheck, Phase, configuration, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky, NoSuchExample
 
@@ -417,3 +420,21 @@ def survey_vectors(paths: Iterable[Path]) -> list[traces.VectorFile]:
 
 def _vector_files(path: Path) -> list[Path]:
     return sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
+
+
+@contextlib.contextmanager
+def hypothesis_scratch() -> Iterator[None]:
+    """Hypothesis' own files (the example database is off, but it caches the
+    constants it finds in modules under its home directory, ``.hypothesis/``
+    where the command runs) go to a temporary directory removed afterwards,
+    unless ``HYPOTHESIS_STORAGE_DIRECTORY`` names one: a verify leaves
+    nothing behind where it runs."""
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="auxspec-hypothesis-") as scratch:
+        configuration.set_hypothesis_home_dir(scratch)
+        try:
+            yield
+        finally:
+            configuration.set_hypothesis_home_dir(None)
