@@ -215,7 +215,7 @@ def _write_loop(shared: _Shared) -> None:
 # threading's own table of running threads (ident -> Thread): each thread
 # enters itself before start() returns and removes itself when its body has
 # returned. Read one entry at a time, with no lock (see _alive).
-_RUNNING: dict[int, threading.Thread] | None = getattr(threading, "_active", None)
+_RUNNING: dict[int, threading.Thread] = threading._active  # type: ignore[attr-defined]
 
 
 def _alive(thread: threading.Thread) -> bool:
@@ -233,10 +233,7 @@ def _alive(thread: threading.Thread) -> bool:
     in ``Thread._delete``), where a traced thread can spin (see the module
     docstring). Nor the thread's frames (``sys._current_frames()``): reading
     another thread's frame locals crashed CPython 3.11."""
-    if _RUNNING is None:  # an interpreter without the table: the flawed answer beats none
-        return thread.is_alive()
-    ident = thread.ident
-    return ident is not None and _RUNNING.get(ident) is thread
+    return _RUNNING.get(thread.ident or 0) is thread  # ident 0: never a thread's
 
 
 def _orphaned(shared: _Shared) -> bool:
