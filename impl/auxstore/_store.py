@@ -70,7 +70,7 @@ from bisect import bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from itertools import accumulate, chain, compress, filterfalse, islice, pairwise, repeat
-from operator import add, mul, sub
+from operator import mul, sub
 from types import CodeType, FrameType, TracebackType
 from typing import NamedTuple, Protocol
 
@@ -289,11 +289,44 @@ class BlockObjectStore:
         # Validate and snapshot in the model's order (see auxstore._batch).
         # All caller code (iterators, properties, hashes) runs here.
         batch, retains, releases = check_batch(objects, retain_keys, release_keys, object_nbytes=self._object_nbytes)
+        refs = self._refs
+        lru, pinned = self._lru, self._pinned
+
+        # The common put: only new keys, none of them referenced, no pins
+        # changed. The victims are then simply the least recent unpinned keys.
+        if (
+            not retains
+            and not releases
+            and lru.keys().isdisjoint(batch)
+            and (not refs or refs.keys().isdisjoint(batch))  # also not pinned: every pinned key is referenced
+        ):
+            excess = len(lru) + len(pinned) + len(batch) - self._capacity
+            victims = list(islice(lru, excess)) if excess > 0 else []
+            if len(victims) < excess:
+                self._select_victims(excess, batch, {}, [])  # raises CapacityError, counted
+            slots = sorted(islice(lru.values(), len(victims)))  # the victims' slots
+            made, growth = (self._made, None) if len(slots) == len(batch) else self._fresh_slots(slots, len(batch))
+            empty: list[tuple[str, int]] = []
+            self._commit(
+                _PutPlan(
+                    batch,
+                    {},
+                    empty,
+                    empty,
+                    [],
+                    victims,
+                    {},
+                    slots,
+                    made,
+                    growth,
+                    self._evictions + len(victims),
+                    True,
+                )
+            )
+            return
 
         # Plan the pins: the new count of every key they touch, and the keys
         # that reach zero, in the order they do.
-        refs = self._refs
-        lru, pinned = self._lru, self._pinned
         changed: dict[str, int] = {}
         terminal: list[str] = []
         if retains or releases:
@@ -325,37 +358,45 @@ class BlockObjectStore:
             slots = sorted(map(lru.__getitem__, victims))  # every victim is a stored unpinned key
         else:  # a terminal victim may still be pinned, or a new batch key with no slot
             slots = sorted(slot for slot in map(pinned.get, victims, map(lru.get, victims)) if slot is not None)
-        made = self._made
-        growth = None
-        if len(new_keys) > len(slots):
-            end = made + len(new_keys) - len(slots)
-            if end > self._allocated:
-                growth = _Growth.plan(self._allocated, end, self._capacity, self._object_nbytes, len(self._chunks))
-            slots += range(made, end)
-            made = end
-        # The common put: only new, unpinned keys, no pins changed (so no
-        # terminal keys, and every victim is a stored unpinned key).
-        simple = not changed and len(new_keys) == len(batch) and (not refs or refs.keys().isdisjoint(batch))
-        plan = _PutPlan(
-            batch,
-            changed,
-            [(key, lru[key]) for key, count in changed.items() if count and key in lru],
-            [(key, pinned[key]) for key in terminal if key in pinned and key not in gone],
-            # Stored after the batch step (stored before, or a batch key) and not evicted.
-            [key for key in terminal if (key in lru or key in pinned or key in batch) and key not in gone],
-            victims,
-            dict(zip(new_keys, slots, strict=True)),  # evicting frees no more slots than new keys take
-            made,
-            growth,
-            self._evictions + len(victims),
-            simple,
+        made, growth = self._fresh_slots(slots, len(new_keys))
+        self._commit(
+            _PutPlan(
+                batch,
+                changed,
+                [(key, lru[key]) for key, count in changed.items() if count and key in lru],
+                [(key, pinned[key]) for key in terminal if key in pinned and key not in gone],
+                # Stored after the batch step (stored before, or a batch key) and not evicted.
+                [key for key in terminal if (key in lru or key in pinned or key in batch) and key not in gone],
+                victims,
+                dict(zip(new_keys, slots, strict=True)),  # evicting frees no more slots than new keys take
+                slots,
+                made,
+                growth,
+                self._evictions + len(victims),
+                False,  # the common put took the path above
+            )
         )
 
+    def _fresh_slots(self, slots: list[int], count: int) -> tuple[int, _Growth | None]:
+        """Add fresh slots after the last one in use to ``slots`` (the freed
+        ones) until it holds ``count``; the slots in use after, and the chunks
+        to map for them (None: no new chunk)."""
+        made = self._made
+        if count <= len(slots):
+            return made, None
+        end = made + count - len(slots)
+        growth = None
+        if end > self._allocated:
+            growth = _Growth.plan(self._allocated, end, self._capacity, self._object_nbytes, len(self._chunks))
+        slots += range(made, end)
+        return end, growth
+
+    def _commit(self, plan: _PutPlan) -> None:
         # Apply. An exception in the middle (a signal, MemoryError) completes
         # the apply, which is idempotent, before it propagates; if that fails
         # too, the "put!" mark stays and the store is broken. (The mark is
         # set inside the try: an exception just before it changed nothing.)
-        apply = self._apply_simple_put if simple else self._apply_put
+        apply = self._apply_simple_put if plan.simple else self._apply_put
         try:
             self._gate = "put!"
             apply(plan)
@@ -378,16 +419,18 @@ class BlockObjectStore:
             _consume(map(lru.pop, victims, repeat(None)))
         if plan.growth is not None:
             self._grow(plan.growth)
-        slot_of = plan.slot_of
+        slots = plan.slots
         if len(self._chunks) == 1:
+            # A plain loop: a slice assignment as a statement is cheaper than
+            # calling the view's __setitem__ through map.
             nbytes = self._object_nbytes
-            starts = list(map(mul, slot_of.values(), repeat(nbytes)))
             base = self._base
-            _consume(map(base.__setitem__, map(slice, starts, map(add, starts, repeat(nbytes))), plan.batch.values()))
+            for start, payload in zip(map(mul, slots, repeat(nbytes)), plan.batch.values(), strict=True):
+                base[start : start + nbytes] = payload
         else:
-            for slot, payload in zip(slot_of.values(), plan.batch.values(), strict=True):
+            for slot, payload in zip(slots, plan.batch.values(), strict=True):
                 self._slot_view(slot)[:] = payload
-        lru.update(slot_of)
+        lru.update(zip(plan.batch, slots, strict=True))
         self._made = plan.made
         self._evictions = plan.evictions
 
@@ -486,8 +529,8 @@ class BlockObjectStore:
         # (only speed depends on it): then one view per key, at C speed.
         sample = range(0, count - 1, max(1, (count - 1) // 32))
         if one_chunk and sum(slots[i + 1] - slots[i] == 1 for i in sample) * 4 < len(sample):
-            starts = list(map(mul, slots, repeat(nbytes)))
-            return list(map(self._base.__getitem__, map(slice, starts, map(add, starts, repeat(nbytes)))))
+            base = self._base  # a comprehension: cheaper than base.__getitem__ through map
+            return [base[start : start + nbytes] for start in map(mul, slots, repeat(nbytes))]
         steps = map(sub, islice(slots, 1, None), slots)
         bounds = [0, *compress(range(1, count), map((1).__ne__, steps)), count]
         if one_chunk:
@@ -590,7 +633,8 @@ class BlockObjectStore:
             ranges = self._dst_slices
             if len(ranges) < len(keys):
                 ranges.extend(slice(i * nbytes, (i + 1) * nbytes) for i in range(len(ranges), len(keys)))
-            _consume(map(target.__setitem__, ranges, parts))
+            for where, part in zip(ranges, parts, strict=False):  # a plain loop: cheaper than __setitem__ in map
+                target[where] = part
         else:
             ends = list(accumulate(map(len, parts)))
             _consume(map(target.__setitem__, map(slice, chain((0,), ends), ends), parts))
@@ -809,7 +853,8 @@ class _PutPlan(NamedTuple):
     unpin: list[tuple[str, int]]  # stored pinned keys made terminal and not evicted, with their slots
     terminal: list[str]  # stored terminal keys that are not victims, in terminal order
     victims: list[str]  # among them batch keys evicted by their own put
-    slot_of: dict[str, int]  # new key -> its slot
+    slot_of: dict[str, int]  # new key -> its slot (empty in a simple plan, which uses slots)
+    slots: list[int]  # the new keys' slots in batch order (in a simple plan every batch key is new)
     made: int  # slots in use after the put
     growth: _Growth | None  # chunks to add for new slots
     evictions: int
