@@ -147,7 +147,7 @@ def check_batch(
             key = as_key(key, "key")
         if type(payload) is not bytes:
             payload = _payload_bytes(payload, key)
-        if object_nbytes is not None and len(payload) != object_nbytes:
+        if len(payload) != object_nbytes and object_nbytes is not None:  # the common case tests once
             raise ValueError(f"payload of {key!r} is {len(payload)} bytes; object_nbytes is {object_nbytes}")
         batch[key] = payload
     return Batch(batch, key_tuple(retain_keys, "retain_keys"), key_tuple(release_keys, "release_keys"))
