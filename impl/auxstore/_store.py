@@ -72,7 +72,7 @@ from collections.abc import Callable, Iterable
 from itertools import accumulate, chain, compress, filterfalse, islice, pairwise, repeat
 from operator import mul, sub
 from types import CodeType, FrameType, TracebackType
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
 from auxstore._batch import as_key, check_batch, read_keys, type_name
 from auxstore._errors import (
@@ -280,51 +280,47 @@ class BlockObjectStore:
             self._blocked("put")
         self._gate = "put"
         try:
-            self._put(objects, retain_keys, release_keys)
+            # Validate and snapshot in the model's order (see auxstore._batch).
+            # All caller code (iterators, properties, hashes) runs here.
+            batch, retains, releases = check_batch(
+                objects, retain_keys, release_keys, object_nbytes=self._object_nbytes
+            )
+            # The common put: only new keys, none of them referenced, no pins
+            # changed. The victims are then simply the least recent unpinned
+            # keys. (Its own method: the general plan's comprehensions make
+            # cells of its locals, which every put would pay for.)
+            refs = self._refs
+            if (
+                not retains
+                and not releases
+                and self._lru.keys().isdisjoint(batch)
+                and (not refs or refs.keys().isdisjoint(batch))  # also not pinned: every pinned key is referenced
+            ):
+                self._put_simple(batch)
+            else:
+                self._put_general(batch, retains, releases)
         finally:
             if self._gate == "put":  # else "put!": interrupted and not completed, broken
                 self._gate = None
 
-    def _put(self, objects: Iterable[_Object], retain_keys: Iterable[str], release_keys: Iterable[str]) -> None:
-        # Validate and snapshot in the model's order (see auxstore._batch).
-        # All caller code (iterators, properties, hashes) runs here.
-        batch, retains, releases = check_batch(objects, retain_keys, release_keys, object_nbytes=self._object_nbytes)
-        refs = self._refs
-        lru, pinned = self._lru, self._pinned
-
-        # The common put: only new keys, none of them referenced, no pins
-        # changed. The victims are then simply the least recent unpinned keys.
-        if (
-            not retains
-            and not releases
-            and lru.keys().isdisjoint(batch)
-            and (not refs or refs.keys().isdisjoint(batch))  # also not pinned: every pinned key is referenced
-        ):
-            excess = len(lru) + len(pinned) + len(batch) - self._capacity
-            victims = list(islice(lru, excess)) if excess > 0 else []
+    def _put_simple(self, batch: dict[str, bytes]) -> None:
+        lru = self._lru
+        count = len(batch)
+        excess = len(lru) + len(self._pinned) + count - self._capacity
+        if excess > 0:
+            victims = list(islice(lru, excess))
             if len(victims) < excess:
                 self._select_victims(excess, batch, {}, [])  # raises CapacityError, counted
-            slots = sorted(islice(lru.values(), len(victims)))  # the victims' slots
-            made, growth = (self._made, None) if len(slots) == len(batch) else self._fresh_slots(slots, len(batch))
-            empty: list[tuple[str, int]] = []
-            self._commit(
-                _PutPlan(
-                    batch,
-                    {},
-                    empty,
-                    empty,
-                    [],
-                    victims,
-                    {},
-                    slots,
-                    made,
-                    growth,
-                    self._evictions + len(victims),
-                    True,
-                )
-            )
-            return
+            # Looked up by key: cheaper than walking lru.items() and splitting the pairs.
+            slots = sorted(map(lru.__getitem__, victims))
+        else:
+            victims, slots = [], []
+        made, growth = (self._made, None) if len(slots) == count else self._fresh_slots(slots, count)
+        # A plain tuple, not a NamedTuple: its constructor is a Python call.
+        self._commit(self._apply_simple_put, (batch, victims, slots, made, growth, self._evictions + len(victims)))
 
+    def _put_general(self, batch: dict[str, bytes], retains: tuple[str, ...], releases: tuple[str, ...]) -> None:
+        refs, lru, pinned = self._refs, self._lru, self._pinned
         # Plan the pins: the new count of every key they touch, and the keys
         # that reach zero, in the order they do.
         changed: dict[str, int] = {}
@@ -360,6 +356,7 @@ class BlockObjectStore:
             slots = sorted(slot for slot in map(pinned.get, victims, map(lru.get, victims)) if slot is not None)
         made, growth = self._fresh_slots(slots, len(new_keys))
         self._commit(
+            self._apply_put,
             _PutPlan(
                 batch,
                 changed,
@@ -373,8 +370,7 @@ class BlockObjectStore:
                 made,
                 growth,
                 self._evictions + len(victims),
-                False,  # the common put took the path above
-            )
+            ),
         )
 
     def _fresh_slots(self, slots: list[int], count: int) -> tuple[int, _Growth | None]:
@@ -391,12 +387,11 @@ class BlockObjectStore:
         slots += range(made, end)
         return end, growth
 
-    def _commit(self, plan: _PutPlan) -> None:
+    def _commit(self, apply: Callable[[_P], None], plan: _P) -> None:
         # Apply. An exception in the middle (a signal, MemoryError) completes
         # the apply, which is idempotent, before it propagates; if that fails
         # too, the "put!" mark stays and the store is broken. (The mark is
         # set inside the try: an exception just before it changed nothing.)
-        apply = self._apply_simple_put if plan.simple else self._apply_put
         try:
             self._gate = "put!"
             apply(plan)
@@ -407,32 +402,37 @@ class BlockObjectStore:
             self._gate = "put"
             raise
 
-    def _apply_simple_put(self, plan: _PutPlan) -> None:
+    def _apply_simple_put(self, plan: _SimplePlan) -> None:
         """``_apply_put`` for a plan that only adds new unpinned keys (and
         evicts unpinned stored keys), at C speed per key. Idempotent: the
         victims' removal ignores keys already gone, the copies repeat, and the
         insert is the last step that changes the order, the batch's keys in
         batch order appended after any of them a partial run appended."""
+        batch, victims, slots, made, growth, evictions = plan
         lru = self._lru
-        victims = plan.victims
         if victims:
             _consume(map(lru.pop, victims, repeat(None)))
-        if plan.growth is not None:
-            self._grow(plan.growth)
-        slots = plan.slots
+        if growth is not None:
+            self._grow(growth)
         if len(self._chunks) == 1:
             # A plain loop: a slice assignment as a statement is cheaper than
             # calling the view's __setitem__ through map.
             nbytes = self._object_nbytes
             base = self._base
-            for start, payload in zip(map(mul, slots, repeat(nbytes)), plan.batch.values(), strict=True):
+            for start, payload in zip(map(mul, slots, repeat(nbytes)), batch.values()):  # noqa: B905
                 base[start : start + nbytes] = payload
         else:
-            for slot, payload in zip(slots, plan.batch.values(), strict=True):
+            for slot, payload in zip(slots, batch.values()):  # noqa: B905
                 self._slot_view(slot)[:] = payload
-        lru.update(zip(plan.batch, slots, strict=True))
-        self._made = plan.made
-        self._evictions = plan.evictions
+        # A loop, not OrderedDict.update: update first probes its argument
+        # for .keys() (a failed attribute lookup), which costs more than the
+        # loop for a batch of 16. (No strict=True on these zips: the plan
+        # gives exactly one slot per batch key, and the keyword alone costs
+        # a tenth of a microsecond per zip.)
+        for key, slot in zip(batch, slots):  # noqa: B905
+            lru[key] = slot
+        self._made = made
+        self._evictions = evictions
 
     def _apply_put(self, plan: _PutPlan) -> None:
         """Make the planned changes. Idempotent, from any state a partial run
@@ -853,12 +853,21 @@ class _PutPlan(NamedTuple):
     unpin: list[tuple[str, int]]  # stored pinned keys made terminal and not evicted, with their slots
     terminal: list[str]  # stored terminal keys that are not victims, in terminal order
     victims: list[str]  # among them batch keys evicted by their own put
-    slot_of: dict[str, int]  # new key -> its slot (empty in a simple plan, which uses slots)
-    slots: list[int]  # the new keys' slots in batch order (in a simple plan every batch key is new)
+    slot_of: dict[str, int]  # new key -> its slot
+    slots: list[int]  # the new keys' slots
     made: int  # slots in use after the put
     growth: _Growth | None  # chunks to add for new slots
     evictions: int
-    simple: bool  # only new unpinned keys, no pins changed: _apply_simple_put
+
+
+# A put of new unpinned keys only, no pins changed (``_apply_simple_put``):
+# the batch, the victims (the oldest unpinned keys, in eviction order), the
+# batch keys' slots in batch order, the slots in use after, the chunks to
+# add, and the eviction count after.
+_SimplePlan = tuple[dict[str, bytes], list[str], list[int], int, "_Growth | None", int]
+
+
+_P = TypeVar("_P", _PutPlan, _SimplePlan)
 
 
 class _Growth(NamedTuple):
