@@ -210,7 +210,8 @@ def test_a_fuzzer_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_reproduce_points_to_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = (Path(__file__).resolve().parents[1] / "impl" / "auxstore" / "_store.py").read_text()
     buggy = tmp_path / "len_store.py"  # len() counts only the unpinned keys
-    buggy.write_text(source.replace("        return len(self._lru)\n", "        return len(self._evictable)\n"))
+    counted = "        return len(self._lru) + len(self._pinned)\n"
+    buggy.write_text(source.replace(counted, "        return len(self._lru)\n"))
     crash = tmp_path / "crash-1"
     crash.write_bytes(traces_input())
     assert cli.main(["reproduce", str(crash), "--target", str(buggy), "--save", str(tmp_path / "regressions")]) == 1

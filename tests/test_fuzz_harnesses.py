@@ -90,10 +90,10 @@ def test_harness_runs_clean(harness: str, tmp_path: Path) -> None:
 
 # A bug each, planted by replacing one exact piece of the store's source.
 MUTATIONS = {
-    # Victims are drawn from every stored key, not only the unpinned ones.
+    # Victims are drawn from every stored key, the pinned ones first.
     "eviction-ignores-pins": (
-        "islice(filterfalse(passed.__contains__, self._evictable), excess)",
         "islice(filterfalse(passed.__contains__, self._lru), excess)",
+        "islice(filterfalse(passed.__contains__, chain(self._pinned, self._lru)), excess)",
     ),
     # A read no longer makes its keys most recent in the global order.
     "read-keeps-recency": (
@@ -143,7 +143,7 @@ def test_planted_bug_is_found_and_reproduced(name: str, tmp_path: Path) -> None:
 
 
 # len() counts only the unpinned keys: one bug, one signature (only len sees it).
-LEN_BUG = ("        return len(self._lru)\n", "        return len(self._evictable)\n")
+LEN_BUG = ("        return len(self._lru) + len(self._pinned)\n", "        return len(self._lru)\n")
 
 
 def _reproduce_lines(output: str) -> list[str]:

@@ -31,7 +31,7 @@ FUZZ = ROOT / "fuzz"
 STORE_SOURCE = ROOT / "impl" / "auxstore" / "_store.py"
 BUGS = {
     "read-keeps-recency": ("_consume(map(self._lru.move_to_end, keys))", "pass"),
-    "len-counts-unpinned": ("        return len(self._lru)\n", "        return len(self._evictable)\n"),
+    "len-counts-unpinned": ("        return len(self._lru) + len(self._pinned)\n", "        return len(self._lru)\n"),
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import array
 import mmap
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -206,19 +207,29 @@ def test_check_invariants_finds_a_shared_slot() -> None:
 def test_check_invariants_finds_a_lost_slot() -> None:
     store = _store()
     store.put(_objects("ab"))
-    del store._lru["a"], store._evictable["a"]  # corrupt: a's slot is neither used nor free
+    del store._lru["a"]  # corrupt: a's slot is neither used nor free
     with pytest.raises(InvariantError, match="allocated"):
         store.check_invariants()
 
 
-def test_check_invariants_finds_a_wrong_evictable_order() -> None:
+@pytest.mark.parametrize(
+    ("corrupt", "message"),
+    [
+        (lambda store: store._lru.__setitem__("b", store._pinned.pop("b")), "hold a reference but are listed"),
+        (lambda store: store._pinned.__setitem__("a", store._lru.pop("a")), "listed as pinned but hold no reference"),
+        (lambda store: store._lru.__setitem__("b", store._pinned["b"]), "both pinned and unpinned"),
+    ],
+    ids=["pinned-listed-evictable", "unreferenced-listed-pinned", "in-both-tables"],
+)
+def test_check_invariants_finds_a_key_in_the_wrong_table(
+    corrupt: Callable[[BlockObjectStore], None], message: str
+) -> None:
     store = _store()
     store.put(_objects("abc"), retain_keys=["b"])
     store.check_invariants()
-    store._evictable.move_to_end("a")
-    store._evictable.move_to_end("c")
-    store._evictable["b"] = None  # corrupt: a pinned key listed as evictable
-    with pytest.raises(InvariantError, match="evictable"):
+    assert list(store._lru) == ["a", "c"] and list(store._pinned) == ["b"]
+    corrupt(store)
+    with pytest.raises(InvariantError, match=message):
         store.check_invariants()
     assert issubclass(InvariantError, AssertionError)
 

@@ -54,13 +54,11 @@ class _EvictsPinned(BlockObjectStore):
     def _select_victims(
         self, excess: int, batch: dict[str, bytes], changed: dict[str, int], terminal: list[str]
     ) -> list[str]:
-        victims = [key for key in self._lru if key not in batch][:excess]
+        # Pinned keys first (their order is not kept), then the unpinned ones.
+        victims = [key for key in [*self._pinned, *self._lru] if key not in batch][:excess]
         if len(victims) < excess:
             raise CapacityError("full")
-        # Keep the store's own bookkeeping consistent, so only the choice is wrong.
-        for key in victims:
-            self._evictable.setdefault(key, None)
-        return victims
+        return victims  # the store's apply drops a victim from either table
 
 
 @pytest.mark.timeout(300)

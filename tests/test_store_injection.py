@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 
 import auxstore
+from auxspec.engine.observable import canonical
 from auxspec.reference.store import ReferenceStore
 from auxstore import BlockObject, BlockObjectStore
 from auxstore import _batch as batch_module
@@ -43,7 +44,7 @@ def _outcome(call: Callable[[], object]) -> Hashable:
 
 def observe(store: Store) -> Hashable:
     """Snapshot and counters (counters only while open)."""
-    snapshot = store.snapshot()
+    snapshot = canonical(store.snapshot())  # the reference lists pinned keys in recency order
     stats = None if snapshot.closed else store.stats()
     return snapshot, stats
 

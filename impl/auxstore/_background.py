@@ -477,8 +477,9 @@ class BackgroundBlockObjectStore:
                 items = None
             else:
                 items = list(objects)
-            retains = _keys(retain_keys)
-            releases = _keys(release_keys)
+            # A tuple (the default) is taken as it is without a call.
+            retains = retain_keys if type(retain_keys) is tuple else _keys(retain_keys)
+            releases = release_keys if type(release_keys) is tuple else _keys(release_keys)
             if items is not None and not items and retains == () and releases == ():
                 return
             if shared.stopping:

@@ -29,6 +29,9 @@ _NOT_KEY_LISTS = (str, bytes, bytearray)
 _str_value = str.__str__  # an exact-str copy of a str subclass instance, whatever it overrides
 
 
+_new_batch = tuple.__new__
+
+
 class Batch(NamedTuple):
     """A validated put, owned by the store.
 
@@ -147,10 +150,15 @@ def check_batch(
             key = as_key(key, "key")
         if type(payload) is not bytes:
             payload = _payload_bytes(payload, key)
-        if object_nbytes is not None and len(payload) != object_nbytes:
+        if len(payload) != object_nbytes and object_nbytes is not None:  # the common case tests once
             raise ValueError(f"payload of {key!r} is {len(payload)} bytes; object_nbytes is {object_nbytes}")
         batch[key] = payload
-    return Batch(batch, key_tuple(retain_keys, "retain_keys"), key_tuple(release_keys, "release_keys"))
+    # The common no-pins put skips the calls; tuple.__new__ skips the
+    # NamedTuple's Python-level constructor (both cost more than the rest of
+    # an empty put's validation).
+    retains = () if type(retain_keys) is tuple and not retain_keys else key_tuple(retain_keys, "retain_keys")
+    releases = () if type(release_keys) is tuple and not release_keys else key_tuple(release_keys, "release_keys")
+    return _new_batch(Batch, (batch, retains, releases))
 
 
 def _payload_bytes(payload: object, key: str) -> bytes:

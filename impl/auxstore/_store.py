@@ -16,33 +16,37 @@ the keys it reads and copies each run with one slice (a prefix-cache hit,
 keys read in the order they were written, is one copy); scattered keys cost
 one view each.
 
-Three structures hold the bookkeeping:
+Three plain structures hold the bookkeeping, one entry per stored key and
+an int slot each (no per-key object of the store's own):
 
-- ``_lru``: every stored key -> its slot number, in global recency order (least
-  recent first). This is the order ``snapshot()`` reports.
-- ``_evictable``: the stored keys with no reference, in the same relative
-  order (always a subsequence of ``_lru``).
+- ``_lru``: the stored keys with no reference (unpinned) -> slot number, least
+  recent first. This is the eviction order.
+- ``_pinned``: the stored keys with a reference -> slot number, in no
+  particular order. Their relative order is not observable: a pinned key
+  becomes evictable only when its count reaches zero, which makes it
+  terminal and moves it to the most-recent end of ``_lru``
+  (``auxspec.engine.observable``), so it is not kept.
 - ``_refs``: key -> reference count >= 1; a key may be referenced before (or
   without) being stored.
 
+``snapshot()`` shows exactly that observable form: the unpinned keys least
+recent first, then the pinned keys sorted by key.
+
 Why eviction is O(batch + evicted)
 ----------------------------------
-A victim must have no reference, so eviction scans only ``_evictable``, from
-its least recent end. The only keys the scan passes over without taking them
-are keys this very put names: batch keys (protected), keys its retains pin,
-and keys its releases make terminal (those move to the most-recent end and are
+A victim must have no reference, so eviction scans only ``_lru``, from its
+least recent end. The only keys the scan passes over without taking them are
+keys this very put names: batch keys (protected), keys its retains pin, and
+keys its releases make terminal (those move to the most-recent end and are
 considered after everything else). So a put scans at most ``len(batch) +
 len(retain_keys) + len(release_keys) + evicted`` keys, however many keys are
 pinned (vLLM scans past every pinned key at the old end on each put).
 
-Keeping ``_evictable`` exact costs O(1) per transition. A key leaves it when a
-retain pins it. It enters it only when its count reaches zero; that makes it
-terminal, and a stored terminal key moves to the most-recent end of the global
-order, so it enters ``_evictable`` at the most-recent end too. A key pinned
-before it is stored is inserted as pinned (into ``_lru`` only). Reads and
-re-puts move a key to the most-recent end of ``_lru``, and of ``_evictable``
-when it is there; pinned keys keep moving in ``_lru`` so the global order stays
-exactly the specified one.
+A key moves between the two tables in O(1): from ``_lru`` to ``_pinned``
+when a retain pins it, back to the most-recent end of ``_lru`` when its count
+reaches zero. A key referenced before it is stored goes straight into
+``_pinned``. Reads and re-puts move an unpinned key to the most-recent end of
+``_lru``; a pinned key stays where it is (where it is does not matter).
 
 Strictness and exception safety
 -------------------------------
@@ -66,9 +70,9 @@ from bisect import bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from itertools import accumulate, chain, compress, filterfalse, islice, pairwise, repeat
-from operator import add, mul, sub
+from operator import mul, sub
 from types import CodeType, FrameType, TracebackType
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
 from auxstore._batch import as_key, check_batch, read_keys, type_name
 from auxstore._errors import (
@@ -148,7 +152,6 @@ class BlockObjectStore:
         "_chunk_starts",
         "_chunks",
         "_dst_slices",
-        "_evictable",
         "_evictions",
         "_gate",
         "_hits",
@@ -157,6 +160,7 @@ class BlockObjectStore:
         "_max_bytes",
         "_misses",
         "_object_nbytes",
+        "_pinned",
         "_refs",
     )
 
@@ -185,8 +189,8 @@ class BlockObjectStore:
         self._arena: mmap.mmap | None = self._chunks[0]  # None once closed
         self._base = self._bases[0]
         self._made = 0  # slots 0.._made-1 are in use: one per stored key
-        self._lru: OrderedDict[str, int] = OrderedDict()  # key -> slot number
-        self._evictable: OrderedDict[str, None] = OrderedDict()
+        self._lru: OrderedDict[str, int] = OrderedDict()  # unpinned key -> slot number, least recent first
+        self._pinned: dict[str, int] = {}  # pinned key -> slot number
         self._refs: dict[str, int] = {}
         self._hits = self._misses = self._evictions = self._capacity_failures = 0
         self._dst_slices: list[slice] = []  # read_into's target ranges of one object each, grown on demand
@@ -217,8 +221,8 @@ class BlockObjectStore:
         gate = self._gate
         if gate is _CLOSED_GATE:
             return f"{head}, closed)"
-        stored, unpinned = len(self._lru), len(self._evictable)
-        state = f"stored={stored}, pinned={stored - unpinned}, referenced={len(self._refs)}"
+        pinned = len(self._pinned)
+        state = f"stored={len(self._lru) + pinned}, pinned={pinned}, referenced={len(self._refs)}"
         if gate is not None and gate.endswith("!") and self._running_call(2) is None:
             state += f", broken by an interrupted {gate[:-1]}()"
         return f"{head}, {state})"
@@ -276,20 +280,49 @@ class BlockObjectStore:
             self._blocked("put")
         self._gate = "put"
         try:
-            self._put(objects, retain_keys, release_keys)
+            # Validate and snapshot in the model's order (see auxstore._batch).
+            # All caller code (iterators, properties, hashes) runs here.
+            batch, retains, releases = check_batch(
+                objects, retain_keys, release_keys, object_nbytes=self._object_nbytes
+            )
+            # The common put: only new keys, none of them referenced, no pins
+            # changed. The victims are then simply the least recent unpinned
+            # keys. (Its own method: the general plan's comprehensions make
+            # cells of its locals, which every put would pay for.)
+            refs = self._refs
+            if (
+                not retains
+                and not releases
+                and self._lru.keys().isdisjoint(batch)
+                and (not refs or refs.keys().isdisjoint(batch))  # also not pinned: every pinned key is referenced
+            ):
+                self._put_simple(batch)
+            else:
+                self._put_general(batch, retains, releases)
         finally:
             if self._gate == "put":  # else "put!": interrupted and not completed, broken
                 self._gate = None
 
-    def _put(self, objects: Iterable[_Object], retain_keys: Iterable[str], release_keys: Iterable[str]) -> None:
-        # Validate and snapshot in the model's order (see auxstore._batch).
-        # All caller code (iterators, properties, hashes) runs here.
-        batch, retains, releases = check_batch(objects, retain_keys, release_keys, object_nbytes=self._object_nbytes)
+    def _put_simple(self, batch: dict[str, bytes]) -> None:
+        lru = self._lru
+        count = len(batch)
+        excess = len(lru) + len(self._pinned) + count - self._capacity
+        if excess > 0:
+            victims = list(islice(lru, excess))
+            if len(victims) < excess:
+                self._select_victims(excess, batch, {}, [])  # raises CapacityError, counted
+            # Looked up by key: cheaper than walking lru.items() and splitting the pairs.
+            slots = sorted(map(lru.__getitem__, victims))
+        else:
+            victims, slots = [], []
+        made, growth = (self._made, None) if len(slots) == count else self._fresh_slots(slots, count)
+        # A plain tuple, not a NamedTuple: its constructor is a Python call.
+        self._commit(self._apply_simple_put, (batch, victims, slots, made, growth, self._evictions + len(victims)))
 
+    def _put_general(self, batch: dict[str, bytes], retains: tuple[str, ...], releases: tuple[str, ...]) -> None:
+        refs, lru, pinned = self._refs, self._lru, self._pinned
         # Plan the pins: the new count of every key they touch, and the keys
         # that reach zero, in the order they do.
-        refs = self._refs
-        lru = self._lru
         changed: dict[str, int] = {}
         terminal: list[str] = []
         if retains or releases:
@@ -307,7 +340,9 @@ class BlockObjectStore:
 
         # Plan the eviction, and the slot of every new key.
         new_keys = list(filterfalse(lru.__contains__, batch))  # batch order
-        excess = len(lru) + len(new_keys) - self._capacity
+        if pinned:
+            new_keys = list(filterfalse(pinned.__contains__, new_keys))
+        excess = len(lru) + len(pinned) + len(new_keys) - self._capacity
         victims = self._select_victims(excess, batch, changed, terminal) if excess > 0 else []
         gone = set(victims) if victims and terminal else ()  # only a terminal key named by the put can be a victim
         if gone:
@@ -315,38 +350,48 @@ class BlockObjectStore:
         # Freed slots in ascending order, then fresh ones: a batch that evicts
         # an earlier batch takes over its run of slots, so keys written
         # together stay contiguous and a read of them is one copy.
-        slots = sorted(map(lru.__getitem__, filter(lru.__contains__, victims) if gone else victims)) if victims else []
-        made = self._made
-        growth = None
-        if len(new_keys) > len(slots):
-            end = made + len(new_keys) - len(slots)
-            if end > self._allocated:
-                growth = _Growth.plan(self._allocated, end, self._capacity, self._object_nbytes, len(self._chunks))
-            slots += range(made, end)
-            made = end
-        # The common put: only new, unpinned keys, no pins changed (so no
-        # terminal keys, and every victim is a stored unpinned key).
-        simple = not changed and len(new_keys) == len(batch) and (not refs or refs.keys().isdisjoint(batch))
-        plan = _PutPlan(
-            batch,
-            changed,
-            [key for key, count in changed.items() if count and key not in refs and key in lru],
-            # Stored after the batch step (stored before, or a batch key) and not evicted.
-            [key for key in terminal if (key in lru or key in batch) and key not in gone],
-            victims,
-            gone,
-            dict(zip(new_keys, slots, strict=True)),  # evicting frees no more slots than new keys take
-            made,
-            growth,
-            self._evictions + len(victims),
-            simple,
+        if not gone:
+            slots = sorted(map(lru.__getitem__, victims))  # every victim is a stored unpinned key
+        else:  # a terminal victim may still be pinned, or a new batch key with no slot
+            slots = sorted(slot for slot in map(pinned.get, victims, map(lru.get, victims)) if slot is not None)
+        made, growth = self._fresh_slots(slots, len(new_keys))
+        self._commit(
+            self._apply_put,
+            _PutPlan(
+                batch,
+                changed,
+                [(key, lru[key]) for key, count in changed.items() if count and key in lru],
+                [(key, pinned[key]) for key in terminal if key in pinned and key not in gone],
+                # Stored after the batch step (stored before, or a batch key) and not evicted.
+                [key for key in terminal if (key in lru or key in pinned or key in batch) and key not in gone],
+                victims,
+                dict(zip(new_keys, slots, strict=True)),  # evicting frees no more slots than new keys take
+                slots,
+                made,
+                growth,
+                self._evictions + len(victims),
+            ),
         )
 
+    def _fresh_slots(self, slots: list[int], count: int) -> tuple[int, _Growth | None]:
+        """Add fresh slots after the last one in use to ``slots`` (the freed
+        ones) until it holds ``count``; the slots in use after, and the chunks
+        to map for them (None: no new chunk)."""
+        made = self._made
+        if count <= len(slots):
+            return made, None
+        end = made + count - len(slots)
+        growth = None
+        if end > self._allocated:
+            growth = _Growth.plan(self._allocated, end, self._capacity, self._object_nbytes, len(self._chunks))
+        slots += range(made, end)
+        return end, growth
+
+    def _commit(self, apply: Callable[[_P], None], plan: _P) -> None:
         # Apply. An exception in the middle (a signal, MemoryError) completes
         # the apply, which is idempotent, before it propagates; if that fails
         # too, the "put!" mark stays and the store is broken. (The mark is
         # set inside the try: an exception just before it changed nothing.)
-        apply = self._apply_simple_put if simple else self._apply_put
         try:
             self._gate = "put!"
             apply(plan)
@@ -357,54 +402,62 @@ class BlockObjectStore:
             self._gate = "put"
             raise
 
-    def _apply_simple_put(self, plan: _PutPlan) -> None:
+    def _apply_simple_put(self, plan: _SimplePlan) -> None:
         """``_apply_put`` for a plan that only adds new unpinned keys (and
         evicts unpinned stored keys), at C speed per key. Idempotent: the
         victims' removal ignores keys already gone, the copies repeat, and the
-        inserts are the last steps that change an order, each the batch's keys
-        in batch order appended after any of them a partial run appended."""
-        lru, evictable = self._lru, self._evictable
-        victims = plan.victims
+        insert is the last step that changes the order, the batch's keys in
+        batch order appended after any of them a partial run appended."""
+        batch, victims, slots, made, growth, evictions = plan
+        lru = self._lru
         if victims:
             _consume(map(lru.pop, victims, repeat(None)))
-            _consume(map(evictable.pop, victims, repeat(None)))
-        if plan.growth is not None:
-            self._grow(plan.growth)
-        slot_of = plan.slot_of
+        if growth is not None:
+            self._grow(growth)
         if len(self._chunks) == 1:
+            # A plain loop: a slice assignment as a statement is cheaper than
+            # calling the view's __setitem__ through map.
             nbytes = self._object_nbytes
-            starts = list(map(mul, slot_of.values(), repeat(nbytes)))
             base = self._base
-            _consume(map(base.__setitem__, map(slice, starts, map(add, starts, repeat(nbytes))), plan.batch.values()))
+            for start, payload in zip(map(mul, slots, repeat(nbytes)), batch.values()):  # noqa: B905
+                base[start : start + nbytes] = payload
         else:
-            for slot, payload in zip(slot_of.values(), plan.batch.values(), strict=True):
+            for slot, payload in zip(slots, batch.values()):  # noqa: B905
                 self._slot_view(slot)[:] = payload
-        lru.update(slot_of)
-        evictable.update(zip(slot_of, repeat(None)))
-        self._made = plan.made
-        self._evictions = plan.evictions
+        # A loop, not OrderedDict.update: update first probes its argument
+        # for .keys() (a failed attribute lookup), which costs more than the
+        # loop for a batch of 16. (No strict=True on these zips: the plan
+        # gives exactly one slot per batch key, and the keyword alone costs
+        # a tenth of a microsecond per zip.)
+        for key, slot in zip(batch, slots):  # noqa: B905
+            lru[key] = slot
+        self._made = made
+        self._evictions = evictions
 
     def _apply_put(self, plan: _PutPlan) -> None:
         """Make the planned changes. Idempotent, from any state a partial run
-        of itself leaves: every step sets a planned value, or is a sequence of
-        moves to the most-recent end (which gives the same order however often
-        it is repeated)."""
-        refs, lru, evictable = self._refs, self._lru, self._evictable
+        of itself leaves: every step sets a planned value (a key is added to
+        its new table before it leaves the old one, so it is never in
+        neither), or is a sequence of moves to the most-recent end (which
+        gives the same order however often it is repeated)."""
+        refs, lru, pinned = self._refs, self._lru, self._pinned
         for key, count in plan.counts.items():
             if count:
                 refs[key] = count
             else:
-                refs.pop(key, None)  # terminal: a stored one becomes evictable (moved to the end below)
-                if key in lru and key not in evictable:
-                    evictable[key] = None
-        for key in plan.pinned:  # stored keys pinned from now on
-            evictable.pop(key, None)
+                refs.pop(key, None)
+        for key, slot in plan.pin:  # stored keys pinned from now on
+            pinned[key] = slot
+            lru.pop(key, None)
+        for key, slot in plan.unpin:  # stored terminal keys: moved to the most-recent end below
+            lru[key] = slot
+            pinned.pop(key, None)
         if plan.growth is not None:
             self._grow(plan.growth)
         for key in plan.victims:
             lru.pop(key, None)  # absent for a new batch key evicted by its own put
-            evictable.pop(key, None)
-        slot_of, dropped = plan.slot_of, plan.dropped
+            pinned.pop(key, None)  # a terminal key evicted while still pinned here
+        slot_of = plan.slot_of
         nbytes = self._object_nbytes
         base = self._base if len(self._chunks) == 1 else None
         for key, payload in plan.batch.items():
@@ -414,20 +467,15 @@ class BlockObjectStore:
                     base[slot * nbytes : (slot + 1) * nbytes] = payload
                 else:
                     self._slot_view(slot)[:] = payload
-                if key in lru:
-                    lru.move_to_end(key)
+                if key in refs:  # referenced before it was stored
+                    pinned[key] = slot
                 else:
                     lru[key] = slot
-                if key not in refs:
-                    evictable[key] = None
-                    evictable.move_to_end(key)
-            elif not dropped or key not in dropped:
+                    lru.move_to_end(key)  # a partial run may have added it already
+            elif key in lru:  # stored, unpinned and not evicted: most recent (a pinned one stays)
                 lru.move_to_end(key)
-                if key not in refs:
-                    evictable.move_to_end(key)
         for key in plan.terminal:
             lru.move_to_end(key)
-            evictable.move_to_end(key)
         self._made = plan.made
         self._evictions = plan.evictions
 
@@ -436,21 +484,21 @@ class BlockObjectStore:
     ) -> list[str]:
         """The ``excess`` least recent keys that will be unreferenced and
         unprotected, in eviction order, or CapacityError."""
-        # Keys named by this put are passed over in _evictable: batch keys are
+        # Keys named by this put are passed over in _lru: batch keys are
         # protected, keys it pins are no longer evictable, and terminal keys
         # move to the most-recent end, where they are taken last.
         passed = batch.keys() | changed.keys() if changed else batch
-        victims = list(islice(filterfalse(passed.__contains__, self._evictable), excess))
+        victims = list(islice(filterfalse(passed.__contains__, self._lru), excess))
         if len(victims) < excess and terminal:
-            lru = self._lru
+            lru, pinned = self._lru, self._pinned
             for key in terminal:
-                if key in lru or key in batch:
+                if key in lru or key in pinned or key in batch:
                     victims.append(key)
                     if len(victims) == excess:
                         break
         if len(victims) < excess:
             self._capacity_failures += 1
-            kept = len(self._lru) + excess - len(victims)
+            kept = len(self._lru) + len(self._pinned) + excess - len(victims)
             # vLLM's phrase first (users search for it), then what auxstore knows.
             raise CapacityError(
                 f"auxiliary output store cannot retain the requested batch: limit={self._capacity} objects; "
@@ -481,8 +529,8 @@ class BlockObjectStore:
         # (only speed depends on it): then one view per key, at C speed.
         sample = range(0, count - 1, max(1, (count - 1) // 32))
         if one_chunk and sum(slots[i + 1] - slots[i] == 1 for i in sample) * 4 < len(sample):
-            starts = list(map(mul, slots, repeat(nbytes)))
-            return list(map(self._base.__getitem__, map(slice, starts, map(add, starts, repeat(nbytes)))))
+            base = self._base  # a comprehension: cheaper than base.__getitem__ through map
+            return [base[start : start + nbytes] for start in map(mul, slots, repeat(nbytes))]
         steps = map(sub, islice(slots, 1, None), slots)
         bounds = [0, *compress(range(1, count), map((1).__ne__, steps)), count]
         if one_chunk:
@@ -525,11 +573,7 @@ class BlockObjectStore:
         self._gate = "get_concatenated"
         try:
             keys = read_keys(keys)
-            try:
-                slots = list(map(self._lru.__getitem__, keys))
-            except KeyError:
-                self._misses += 1
-                raise MissingKeyError(self._missing_message(keys)) from None
+            slots = self._slots(keys)
             data = b"".join(self._parts(slots))
             self._touch(keys, "get_concatenated")
             return data
@@ -574,11 +618,7 @@ class BlockObjectStore:
     def _read_into(self, keys: list[str], target: memoryview) -> int:
         nbytes = self._object_nbytes
         total = nbytes * len(keys)
-        try:
-            slots = list(map(self._lru.__getitem__, keys))
-        except KeyError:
-            self._misses += 1
-            raise MissingKeyError(self._missing_message(keys)) from None
+        slots = self._slots(keys)
         size = target.nbytes
         if total > size:
             raise ValueError(
@@ -593,12 +633,28 @@ class BlockObjectStore:
             ranges = self._dst_slices
             if len(ranges) < len(keys):
                 ranges.extend(slice(i * nbytes, (i + 1) * nbytes) for i in range(len(ranges), len(keys)))
-            _consume(map(target.__setitem__, ranges, parts))
+            for where, part in zip(ranges, parts, strict=False):  # a plain loop: cheaper than __setitem__ in map
+                target[where] = part
         else:
             ends = list(accumulate(map(len, parts)))
             _consume(map(target.__setitem__, map(slice, chain((0,), ends), ends), parts))
         self._touch(keys, "read_into")
         return total
+
+    def _slots(self, keys: list[str]) -> list[int]:
+        """The slot of each key, in order, or MissingKeyError (counted)."""
+        lru, pinned = self._lru, self._pinned
+        if not pinned:
+            try:
+                return list(map(lru.__getitem__, keys))
+            except KeyError:
+                pass
+        else:
+            found = list(map(pinned.get, keys, map(lru.get, keys)))
+            if None not in found:
+                return found  # type: ignore[return-value]
+        self._misses += 1
+        raise MissingKeyError(self._missing_message(keys)) from None
 
     def _touch(self, keys: list[str], call: str) -> None:
         """Move read keys to the most-recent end, in order; count the hits.
@@ -617,19 +673,20 @@ class BlockObjectStore:
             raise
 
     def _moves(self, keys: list[str], hits: int) -> None:
-        _consume(map(self._lru.move_to_end, keys))
-        refs = self._refs
-        # Every read key is stored; the unpinned ones are exactly those in _evictable.
-        _consume(map(self._evictable.move_to_end, filterfalse(refs.__contains__, keys) if refs else keys))
+        if self._pinned:  # every read key is stored: the unpinned ones are those in _lru
+            lru = self._lru
+            _consume(map(lru.move_to_end, filter(lru.__contains__, keys)))
+        else:
+            _consume(map(self._lru.move_to_end, keys))
         self._hits = hits
 
     def _missing_message(self, keys: Iterable[str]) -> str:
-        lru = self._lru
-        missing = next(key for key in keys if key not in lru)
+        lru, pinned = self._lru, self._pinned
+        missing = next(key for key in keys if key not in lru and key not in pinned)
         return (
             f"auxiliary output object {missing!r} does not exist; the object may have been evicted or never "
-            f"put (used={len(lru)}, limit={self._capacity} objects). Increase aux_output_config.max_bytes "
-            f"when a KV cache hit requires it."
+            f"put (used={len(lru) + len(pinned)}, limit={self._capacity} objects). Increase "
+            f"aux_output_config.max_bytes when a KV cache hit requires it."
         )
 
     # ---------------------------------------------------------- observation
@@ -637,7 +694,7 @@ class BlockObjectStore:
     def __len__(self) -> int:
         if self._gate is not None:
             self._blocked("__len__")
-        return len(self._lru)
+        return len(self._lru) + len(self._pinned)
 
     def __contains__(self, key: object) -> bool:
         """Whether ``key`` is stored; recency does not change."""
@@ -654,16 +711,16 @@ class BlockObjectStore:
             finally:
                 if self._gate == "__contains__":
                     self._gate = None
-        return key in self._lru
+        return key in self._lru or key in self._pinned
 
     def stats(self) -> StoreStats:
         """The counters (see ``StoreStats``); recency does not change."""
         if self._gate is not None:
             self._blocked("stats")
         return StoreStats(
-            stored=len(self._lru),
+            stored=len(self._lru) + len(self._pinned),
             capacity=self._capacity,
-            pinned=len(self._lru) - len(self._evictable),
+            pinned=len(self._pinned),
             hits=self._hits,
             misses=self._misses,
             evictions=self._evictions,
@@ -672,9 +729,12 @@ class BlockObjectStore:
 
     def snapshot(self) -> StoreSnapshot:
         """Everything observable, without touching recency (also after close,
-        and on a broken store, where it shows what is left)."""
+        and on a broken store, where it shows what is left): the unpinned
+        keys least recent first, then the pinned keys sorted by key (their
+        relative order is not observable, so the store does not keep it)."""
+        stored = chain(self._lru.items(), sorted(self._pinned.items()))
         return StoreSnapshot(
-            entries=tuple((key, self._slot_view(slot).tobytes()) for key, slot in self._lru.items()),
+            entries=tuple((key, self._slot_view(slot).tobytes()) for key, slot in stored),
             references=tuple(sorted(self._refs.items())),
             closed=self._arena is None,
         )
@@ -682,9 +742,9 @@ class BlockObjectStore:
     def check_invariants(self) -> None:
         """Raise InvariantError describing the first inconsistency in the
         bookkeeping (usable after close as well)."""
-        lru, evictable, refs, made = self._lru, self._evictable, self._refs, self._made
+        lru, pinned, refs, made = self._lru, self._pinned, self._refs, self._made
         if self._arena is None:
-            if lru or evictable or refs or made:
+            if lru or pinned or refs or made:
                 raise InvariantError("a closed store still holds keys, references or slots")
             return
         capacity, nbytes = self._capacity, self._object_nbytes
@@ -701,8 +761,11 @@ class BlockObjectStore:
                 raise InvariantError(f"the chunk of slots {start}..{end} is {len(chunk)} bytes")
         if self._allocated > capacity or made > self._allocated:
             raise InvariantError(f"{self._allocated} slots mapped for {made} made, capacity {capacity}")
+        both = lru.keys() & pinned.keys()
+        if both:
+            raise InvariantError(f"keys {sorted(both)!r} are both pinned and unpinned")
         owner: dict[int, str] = {}
-        for key, slot in lru.items():
+        for key, slot in chain(lru.items(), pinned.items()):
             if type(key) is not str:
                 raise InvariantError(f"stored key {key!r} is not a str")
             if type(slot) is not int or not 0 <= slot < made:
@@ -715,11 +778,12 @@ class BlockObjectStore:
         for key, count in refs.items():
             if type(key) is not str or type(count) is not int or count < 1:
                 raise InvariantError(f"reference count {count!r} of {key!r} is not a positive int")
-        unpinned = [key for key in lru if key not in refs]
-        if list(evictable) != unpinned:
-            raise InvariantError(
-                f"evictable order {list(evictable)!r} is not the unpinned stored keys in recency order {unpinned!r}"
-            )
+        referenced = [key for key in lru if key in refs]
+        if referenced:
+            raise InvariantError(f"keys {referenced!r} hold a reference but are listed as unpinned (evictable)")
+        unreferenced = [key for key in pinned if key not in refs]
+        if unreferenced:
+            raise InvariantError(f"keys {unreferenced!r} are listed as pinned but hold no reference")
 
     # ------------------------------------------------------------ lifecycle
 
@@ -747,7 +811,7 @@ class BlockObjectStore:
     def _release(self) -> None:
         """Close's changes; idempotent."""
         self._lru.clear()
-        self._evictable.clear()
+        self._pinned.clear()
         self._refs.clear()
         self._made = 0
         # Release every view first: mmap.close() fails while one is exported.
@@ -785,15 +849,25 @@ class _PutPlan(NamedTuple):
 
     batch: dict[str, bytes]
     counts: dict[str, int]  # key -> new reference count (0: terminal)
-    pinned: list[str]  # stored keys that leave _evictable
+    pin: list[tuple[str, int]]  # stored unpinned keys pinned from now on, with their slots
+    unpin: list[tuple[str, int]]  # stored pinned keys made terminal and not evicted, with their slots
     terminal: list[str]  # stored terminal keys that are not victims, in terminal order
-    victims: list[str]
-    dropped: set[str] | tuple[()]  # victims (among them batch keys evicted by their own put)
+    victims: list[str]  # among them batch keys evicted by their own put
     slot_of: dict[str, int]  # new key -> its slot
+    slots: list[int]  # the new keys' slots
     made: int  # slots in use after the put
     growth: _Growth | None  # chunks to add for new slots
     evictions: int
-    simple: bool  # only new unpinned keys, no pins changed: _apply_simple_put
+
+
+# A put of new unpinned keys only, no pins changed (``_apply_simple_put``):
+# the batch, the victims (the oldest unpinned keys, in eviction order), the
+# batch keys' slots in batch order, the slots in use after, the chunks to
+# add, and the eviction count after.
+_SimplePlan = tuple[dict[str, bytes], list[str], list[int], int, "_Growth | None", int]
+
+
+_P = TypeVar("_P", _PutPlan, _SimplePlan)
 
 
 class _Growth(NamedTuple):

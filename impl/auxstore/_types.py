@@ -37,7 +37,12 @@ class StoreStats:
 class StoreSnapshot(NamedTuple):
     """Everything observable about a store, taken without touching recency.
 
-    ``entries`` are ``(key, payload)`` pairs, least recent first;
+    ``entries`` are ``(key, payload)`` pairs. auxstore's stores list the
+    observable form (``auxspec.engine.observable``): the unpinned keys least
+    recent first, then the pinned keys sorted by key, since no sequence of
+    calls can tell the pinned keys' relative order (a pinned key is evicted
+    only after its count reaches zero, which makes it most recent). The
+    spec's reference model lists every key least recent first.
     ``references`` are ``(key, count)`` pairs sorted by key. A closed store's
     snapshot is empty with ``closed`` set.
     """

@@ -22,7 +22,8 @@ from auxspec.models.sequential import Counters, State
 
 def _a_slot(store: Any) -> int:
     """A slot of the store's arena (its number), made if there is none yet."""
-    return next(iter(store._lru.values())) if store._lru else store._new_slot()  # type: ignore[no-any-return]
+    table = store._lru or store._pinned
+    return next(iter(table.values())) if table else store._new_slot()  # type: ignore[no-any-return]
 
 
 def _closed_holds_data(store: Any) -> None:
@@ -59,25 +60,30 @@ def _two_keys_one_slot(store: Any) -> None:
 def _slot_no_key_holds(store: Any) -> None:
     if store._made < store._capacity:
         store._new_slot()
-    else:  # full: forget a key, and its slot is left over
-        key = next(iter(store._lru))
-        del store._lru[key]
-        store._evictable.pop(key, None)
+    else:  # full: forget a key (pinned or not), and its slot is left over
+        table = store._lru or store._pinned
+        del table[next(iter(table))]
 
 
 def _count_below_one(store: Any) -> None:
     store._refs["k0"] = 0
 
 
-def _evictable_order_wrong(store: Any) -> None:
-    evictable = store._evictable
-    if len(evictable) >= 2:
-        first = next(iter(evictable))
-        evictable.move_to_end(first)  # no longer the recency order
-    elif evictable:
-        evictable.clear()  # an unpinned key missing
+def _pinned_table_wrong(store: Any) -> None:
+    """A key in the wrong one of the two tables (the unpinned keys in
+    recency order, the pinned ones), or in both."""
+    lru, pinned = store._lru, store._pinned
+    if lru and pinned:
+        key = next(iter(pinned))
+        lru[key] = pinned[key]  # listed as pinned and as evictable
+    elif lru:
+        key = next(iter(lru))
+        pinned[key] = lru.pop(key)  # pinned with no reference
+    elif pinned:
+        key = next(iter(pinned))
+        lru[key] = pinned.pop(key)  # evictable while it holds a reference
     else:
-        evictable["zz"] = None  # a key that is not stored, or pinned
+        pinned["zz"] = store._new_slot()  # pinned with no reference
 
 
 STORE: tuple[Callable[[Any], None], ...] = (
@@ -90,7 +96,7 @@ STORE: tuple[Callable[[Any], None], ...] = (
     _two_keys_one_slot,
     _slot_no_key_holds,
     _count_below_one,
-    _evictable_order_wrong,
+    _pinned_table_wrong,
 )
 
 

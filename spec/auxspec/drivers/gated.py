@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from auxspec.engine.expect import background_batch, background_step
-from auxspec.engine.observable import as_snapshot
+from auxspec.engine.observable import as_snapshot, observed
 from auxspec.engine.ops import Close, Op, Put
 from auxspec.engine.table import describe as describe_op
 from auxspec.engine.table import invoke, kind_of
@@ -381,7 +381,12 @@ class _Run:
         expected = observe(self._open_inner)
         if final is None:
             self.fail("close() did not close the inner store")
-        elif final != expected:
+        elif final != expected and (
+            # Compared as verify compares states: the pinned keys' order is observable only under upstream.
+            self.target.exact_order
+            or self.scenario.profile != "strict"
+            or observed(final) != observed(expected)
+        ):
             self.fail(f"the inner store before close holds {final}, the spec says {expected}")
         alive = threading.active_count()
         if alive != self.threads_before:

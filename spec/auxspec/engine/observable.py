@@ -39,6 +39,16 @@ def observed(snapshot: Snapshot, exact_order: bool = False) -> Observable:
     return free, held, counts, bool(closed)
 
 
+def canonical(snapshot: Snapshot) -> Snapshot:
+    """``snapshot`` in the strict profile's observable form, as a snapshot:
+    the stored keys without a reference in recency order, then those with one
+    sorted by key, and the counts sorted by key. Two strict states are alike
+    exactly when their canonical snapshots are equal; it is what auxstore's
+    own stores report (``snapshot()`` shows only the observable form)."""
+    free, held, counts, closed = observed(snapshot)
+    return Snapshot(entries=free + held, references=counts, closed=closed)
+
+
 def as_snapshot(value: object) -> Snapshot:
     """What a target's ``snapshot()`` returned, as a ``Snapshot``: any
     sequence of three (entries, references, closed), each entry a ``(key,

@@ -42,9 +42,16 @@ def _outcome(want: Outcome, got: Outcome | str) -> Field:
     return Field(FIELDS[0], expected, actual)
 
 
-def _state_fields(want: State, got: StoreSnapshot) -> list[Field]:
-    def order(entries: tuple[tuple[str, bytes], ...]) -> str:
-        return " ".join(key for key, _ in entries) or "(empty)"
+def _state_fields(want: State, got: StoreSnapshot, exact: bool) -> list[Field]:
+    def order(entries: tuple[tuple[str, bytes], ...], refs: tuple[tuple[str, int], ...]) -> str:
+        if exact:
+            return " ".join(key for key, _ in entries) or "(empty)"
+        # As verify compares it (auxspec.engine.observable): the pinned keys'
+        # relative order is not observable, so they are shown sorted, apart.
+        pinned = {key for key, _ in refs}
+        free = " ".join(key for key, _ in entries if key not in pinned) or "(empty)"
+        held = sorted(key for key, _ in entries if key in pinned)
+        return free + (f"; pinned: {' '.join(held)}" if held else "")
 
     def payloads(entries: tuple[tuple[str, bytes], ...]) -> str:
         # By key, so a difference in order alone shows in the recency field only.
@@ -54,7 +61,7 @@ def _state_fields(want: State, got: StoreSnapshot) -> list[Field]:
         return ", ".join(f"{key}={count}" for key, count in refs) or "(none)"
 
     fields = [
-        Field(FIELDS[1], order(want.entries), order(got.entries)),
+        Field(FIELDS[1], order(want.entries, want.refs), order(got.entries, tuple(got.references))),
         Field(FIELDS[2], payloads(want.entries), payloads(got.entries)),
         Field(FIELDS[3], pins(want.refs), pins(tuple(got.references))),
         Field(FIELDS[4], str(want.closed), str(got.closed)),
@@ -91,7 +98,7 @@ def against(line: Timeline, trace: Trace, target: Target) -> Timeline:
             if diverges is not None or step.outcome is None or step.state is None:
                 steps.append(step)
                 continue
-            fields = _run(store, step, target)
+            fields = _run(store, step, target, target.exact_order or trace.profile != "strict")
             steps.append(replace(step, actual=tuple(fields)))
             if any(f.differs for f in fields):
                 diverges = step.number
@@ -101,7 +108,7 @@ def against(line: Timeline, trace: Trace, target: Target) -> Timeline:
     return replace(labelled, steps=tuple(steps), diverges_at=diverges)
 
 
-def _run(store: Any, step: Step, target: Target) -> list[Field]:
+def _run(store: Any, step: Step, target: Target, exact: bool) -> list[Field]:
     assert step.outcome is not None and step.state is not None
     got: Outcome | str
     try:
@@ -117,5 +124,5 @@ def _run(store: Any, step: Step, target: Target) -> list[Field]:
             fields.append(Field("state", "readable", f"snapshot failed: {_exception(error)}"))
         else:
             if snapshot is not None:
-                fields.extend(_state_fields(step.state, snapshot))
+                fields.extend(_state_fields(step.state, snapshot, exact))
     return fields
