@@ -236,6 +236,25 @@ def test_terminal_order_is_the_order_of_the_releases_that_reach_zero() -> None:
     assert model._expected_counts(old, ("a", "d"), ("b", "c")) == {"a": 2, "b": 1, "d": 1}
 
 
+def test_the_invariant_names_each_broken_rule_in_one_line() -> None:
+    good = _state("strict", 2, ("a", "b"), {"a": 1})
+    assert model.violations(good) == []
+    broken = {
+        "unknown profile 'lenient'": replace(good, profile="lenient"),
+        "capacity 0 < 1": replace(good, capacity=0, entries=()),
+        "object_nbytes 0 < 1": replace(good, object_nbytes=0, entries=()),
+        "2 stored > capacity 1": replace(good, capacity=1),
+        "a key is stored twice": replace(good, entries=(("a", b"a"), ("a", b"a"))),
+        "payload of 'b' is not 1 bytes": replace(good, entries=(("a", b"a"), ("b", b"bb"))),
+        "reference keys are not unique and sorted": replace(good, refs=(("b", 1), ("a", 1))),
+        "a reference count is below 1": replace(good, refs=(("a", 0),)),
+        "a closed store still holds data": replace(good, closed=True),
+        "a counter is negative": replace(good, counters=Counters(misses=-1)),
+    }
+    for line, state in broken.items():
+        assert model.violations(state) == [line]
+
+
 # ---------------------------------------------------------------- background
 
 _BATCHES = (

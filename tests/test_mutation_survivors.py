@@ -93,3 +93,28 @@ def test_a_background_put_takes_one_shot_iterables() -> None:
     assert store.get_concatenated(["a", "c"]) == b"aacc"
     assert store.stats().pinned == 0
     store.close()
+
+
+def test_an_all_empty_put_of_one_shot_iterables_does_nothing_even_after_close() -> None:
+    # "An all-empty put does nothing, even after close": also when the empty
+    # batch comes as a generator. Mutants: a generator kept as given (or not
+    # read at all) is not seen to be empty, so the closed store refuses it.
+    store = BackgroundBlockObjectStore(BlockObjectStore(max_bytes=4, object_nbytes=2), max_pending_batches=1)
+    store.close()
+    store.put(iter(()))
+    store.put((o for o in ()), retain_keys=iter(()), release_keys=(k for k in ()))
+    with pytest.raises(RuntimeError):
+        store.put(iter([BlockObject("a", b"aa")]))
+
+
+def test_a_background_put_names_the_key_list_it_cannot_read() -> None:
+    # The TypeError names the argument and the type given. Mutant: an
+    # unreadable release_keys reached the validator as None ("not a NoneType").
+    store = BackgroundBlockObjectStore(BlockObjectStore(max_bytes=4, object_nbytes=2), max_pending_batches=1)
+    with pytest.raises(TypeError, match=r"^release_keys must be an iterable of str keys, not a int$"):
+        store.put([BlockObject("a", b"aa")], release_keys=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^retain_keys must be an iterable of str keys, not a int$"):
+        store.put([BlockObject("a", b"aa")], retain_keys=5)  # type: ignore[arg-type]
+    store.put([BlockObject("a", b"aa")])
+    assert store.get_concatenated(["a"]) == b"aa"  # nothing was queued by the refused puts
+    store.close()

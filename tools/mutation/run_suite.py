@@ -74,6 +74,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(chosen)} of {len(candidates)} mutants through the fast suite, {args.jobs} at a time", flush=True)
     started = time.monotonic()
     if args.plain:
+        # A suite that fails on the unmutated code would "kill" every mutant.
+        clean = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *selection()],
+            cwd=common.REPO,
+            capture_output=True,
+            text=True,
+        )
+        if clean.returncode != 0:
+            print(f"the fast suite fails on the unmutated code (exit {clean.returncode}):\n{clean.stdout[-3000:]}")
+            return 2
+        print("the fast suite passes on the unmutated code", flush=True)
         results = plain(chosen, args.root, args.wall)
         return summarize(results, args.out, time.monotonic() - started, args.floor)
     mutmut = Path(sys.executable).parent / "mutmut"
