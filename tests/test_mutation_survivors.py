@@ -118,3 +118,43 @@ def test_a_background_put_names_the_key_list_it_cannot_read() -> None:
     store.put([BlockObject("a", b"aa")])
     assert store.get_concatenated(["a"]) == b"aa"  # nothing was queued by the refused puts
     store.close()
+
+
+@pytest.mark.parametrize("objects", ["", "ab", b"", 5], ids=["empty str", "str", "empty bytes", "int"])
+def test_a_batch_that_is_a_string_or_no_iterable_is_refused_up_front(objects: object) -> None:
+    # A str or bytes is iterable but is not a batch: refused before it is
+    # read, naming the type. Mutant (`and` for `or` in the up-front check):
+    # an empty string was taken as an empty batch, and the others failed
+    # later with another message.
+    pattern = rf"^objects must be an iterable of objects with key and payload, not {type(objects).__name__}$"
+    sequential = BlockObjectStore(max_bytes=4, object_nbytes=2)
+    background = BackgroundBlockObjectStore(BlockObjectStore(max_bytes=4, object_nbytes=2), max_pending_batches=1)
+    for store in (sequential, background):
+        with pytest.raises(TypeError, match=pattern):
+            store.put(objects)  # type: ignore[arg-type]
+        store.close()
+
+
+class _NameGetter:
+    def __get__(self, owner: object, cls: object = None) -> object:
+        return 42  # a name that is not a str
+
+
+class _TypeWithOddName:
+    """Stands in for ``type`` in auxstore._batch: its ``__name__`` getter
+    gives a non-str, which type's own never does."""
+
+    __dict__ = {"__name__": _NameGetter()}  # a fake type's namespace
+
+    def __call__(self, value: object) -> type:
+        return type(value)
+
+
+def test_a_type_whose_name_is_not_a_str_is_unnamed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Messages name a value's type by a str only. Mutant: the stand-in text
+    # of this branch changed. (Reached only with ``type`` replaced, as the
+    # C getter always gives a str.)
+    from auxstore import _batch
+
+    monkeypatch.setattr(_batch, "type", _TypeWithOddName(), raising=False)
+    assert _batch.type_name(3) == "<unnamed type>"
