@@ -158,3 +158,20 @@ def test_a_type_whose_name_is_not_a_str_is_unnamed(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(_batch, "type", _TypeWithOddName(), raising=False)
     assert _batch.type_name(3) == "<unnamed type>"
+
+
+def test_a_read_of_many_scattered_keys_returns_their_payloads_in_order() -> None:
+    # A read of more than 33 keys that are not one run samples its neighbour
+    # pairs to pick a copy strategy (only speed depends on the choice).
+    # Mutant: the sample's step became a float, so such a read raised.
+    keys = [f"k{i:02}" for i in range(48)]
+    payloads = {k: k.encode() * 2 for k in keys}  # 6 bytes each
+    store = BlockObjectStore(max_bytes=6 * 64, object_nbytes=6)
+    for key in keys:  # one put each: slots in key order
+        store.put([BlockObject(key, payloads[key])])
+    for order in (keys[::-1], keys[::2] + keys[1::2], keys[5:] + keys[:5]):
+        assert store.get_concatenated(order) == b"".join(payloads[k] for k in order)
+        buffer = bytearray(6 * len(order))
+        store.read_into(order, buffer)
+        assert bytes(buffer) == b"".join(payloads[k] for k in order)
+    store.close()
