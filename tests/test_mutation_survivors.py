@@ -175,3 +175,20 @@ def test_a_read_of_many_scattered_keys_returns_their_payloads_in_order() -> None
         store.read_into(order, buffer)
         assert bytes(buffer) == b"".join(payloads[k] for k in order)
     store.close()
+
+
+def test_read_into_copies_runs_of_large_objects_each_to_its_place() -> None:
+    # Large objects stored together are copied one run at a time, each to
+    # its offset in the buffer. Mutants: the offsets not computed (raised)
+    # or the runs not copied (the buffer left as it was).
+    size = 8192
+    keys = "abcdef"
+    payloads = {k: bytes([ord(k)]) * size for k in keys}
+    store = BlockObjectStore(max_bytes=size * 8, object_nbytes=size)
+    store.put([BlockObject(k, payloads[k]) for k in "abc"])  # one put: consecutive slots
+    store.put([BlockObject(k, payloads[k]) for k in "def"])
+    for order in ("abc", "bc", "abcdef", "defab", "efbc"):
+        buffer = bytearray(b"\0" * (size * len(order) + 3))
+        assert store.read_into(list(order), buffer) == size * len(order)
+        assert bytes(buffer) == b"".join(payloads[k] for k in order) + b"\0\0\0"
+    store.close()
