@@ -192,3 +192,34 @@ def test_read_into_copies_runs_of_large_objects_each_to_its_place() -> None:
         assert store.read_into(list(order), buffer) == size * len(order)
         assert bytes(buffer) == b"".join(payloads[k] for k in order) + b"\0\0\0"
     store.close()
+
+
+class _PutsWhenHashed(str):
+    """A key whose hash (caller code the store runs) calls put on ``store``."""
+
+    store: BlockObjectStore
+
+    def __hash__(self) -> int:
+        self.store.put([BlockObject("z", b"zz")])
+        return str.__hash__(self)
+
+    def __eq__(self, other: object) -> bool:
+        return str.__eq__(self, other)
+
+
+def test_a_refused_reentrant_call_names_itself_and_the_call_running() -> None:
+    # Mutant: the reentrant put named itself "XXputXX" in the message.
+    store = BlockObjectStore(max_bytes=8, object_nbytes=2)
+    _PutsWhenHashed.store = store
+    store.put([BlockObject("a", b"aa")])
+    for call, running in [
+        (lambda: store.put([BlockObject(_PutsWhenHashed("b"), b"bb")]), "put"),
+        (lambda: store.get_concatenated([_PutsWhenHashed("a")]), "get_concatenated"),
+    ]:
+        with pytest.raises(TypeError) as raised:
+            call()
+        assert str(raised.value.__cause__).startswith(
+            f"put() was called while {running}() is running on the same store"
+        )
+    assert store.get_concatenated(["a"]) == b"aa" and "z" not in store and len(store) == 1
+    store.close()
