@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore
+from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore, CapacityError
 
 
 class _Key(str):
@@ -222,4 +222,18 @@ def test_a_refused_reentrant_call_names_itself_and_the_call_running() -> None:
             f"put() was called while {running}() is running on the same store"
         )
     assert store.get_concatenated(["a"]) == b"aa" and "z" not in store and len(store) == 1
+    store.close()
+
+
+def test_size_and_capacity_messages_name_their_argument_and_count() -> None:
+    # Mutants: the size's argument name passed as None ("None must be an
+    # int"), and the count of keys that would have to stay not computed.
+    with pytest.raises(TypeError, match=r"^max_bytes must be an int, not str$"):
+        BlockObjectStore(max_bytes="8", object_nbytes=2)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^object_nbytes must be an int, not float$"):
+        BlockObjectStore(max_bytes=8, object_nbytes=2.0)  # type: ignore[arg-type]
+    store = BlockObjectStore(max_bytes=4, object_nbytes=2)
+    store.put([BlockObject("a", b"aa"), BlockObject("b", b"bb")], retain_keys=["a", "b"])
+    with pytest.raises(CapacityError, match=r"limit=2 objects; 3 would have to stay \(too few unpinned"):
+        store.put([BlockObject("c", b"cc")])
     store.close()
