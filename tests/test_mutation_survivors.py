@@ -237,3 +237,28 @@ def test_size_and_capacity_messages_name_their_argument_and_count() -> None:
     with pytest.raises(CapacityError, match=r"limit=2 objects; 3 would have to stay \(too few unpinned"):
         store.put([BlockObject("c", b"cc")])
     store.close()
+
+
+class _ClosesWhenHashed(str):
+    """A key whose hash closes ``store``, from inside the call reading it."""
+
+    store: BlockObjectStore
+
+    def __hash__(self) -> int:
+        self.store.close()
+        return str.__hash__(self)
+
+    def __eq__(self, other: object) -> bool:
+        return str.__eq__(self, other)
+
+
+def test_a_refused_reentrant_close_names_itself() -> None:
+    # Mutant: close passed None as its own name to the refusal.
+    store = BlockObjectStore(max_bytes=8, object_nbytes=2)
+    _ClosesWhenHashed.store = store
+    store.put([BlockObject("a", b"aa")])
+    with pytest.raises(TypeError) as raised:
+        store.get_concatenated([_ClosesWhenHashed("a")])
+    assert str(raised.value.__cause__).startswith("close() was called while get_concatenated() is running")
+    assert store.get_concatenated(["a"]) == b"aa"  # not closed
+    store.close()
