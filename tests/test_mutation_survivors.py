@@ -262,3 +262,12 @@ def test_a_refused_reentrant_close_names_itself() -> None:
     assert str(raised.value.__cause__).startswith("close() was called while get_concatenated() is running")
     assert store.get_concatenated(["a"]) == b"aa"  # not closed
     store.close()
+
+
+def test_a_payload_that_is_no_buffer_is_named_with_its_key_and_type() -> None:
+    # Mutant: the TypeError lost its text (TypeError(None)).
+    store = BlockObjectStore(max_bytes=4, object_nbytes=2)
+    with pytest.raises(TypeError, match=r"^payload of 'a' must be bytes-like, not int$"):
+        store.put([BlockObject("a", 5)])  # type: ignore[arg-type]
+    assert len(store) == 0
+    store.close()
