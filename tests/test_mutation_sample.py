@@ -1,6 +1,9 @@
 """The checks have teeth, measured: a fixed random sample of the mutants of
 impl/auxstore, each run as a port through ``auxspec verify --max-time 10``,
-must be flagged at least as often as the floor written in docs/mutation.md.
+must be flagged at least as often as the floor written in docs/mutation.md;
+and a fixed random sample of the mutants of impl/auxstore and the two models,
+each run through the fast suite, must be killed at least as often as its own
+floor.
 
 The sample is drawn by seed from whatever mutants mutmut generates from the
 code as it is now, so it follows the code as it changes; the floor is a
@@ -20,6 +23,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 VERIFY_MUTANTS = REPO / "tools" / "mutation" / "verify_mutants.py"
+RUN_SUITE = REPO / "tools" / "mutation" / "run_suite.py"
 
 # docs/mutation.md, "CI: a sampled run and its floor": keep the two in step.
 SAMPLE, SEED = 12, 2026
@@ -63,3 +67,40 @@ def test_verify_flags_the_sampled_mutants_of_the_store(tmp_path: Path) -> None:
     assert found is not None, done.stdout[-2000:]
     assert int(found.group(2)) == SAMPLE
     assert float(found.group(1)) >= VERIFY_FLOOR, f"verify flagged {found.group(1)}% < floor {VERIFY_FLOOR}%"
+
+
+# The fast suite's sample: 12 mutants of impl/auxstore and the two models,
+# each run in a plain copy (run_suite.py --plain). A killed mutant takes a few
+# seconds, a survivor one run of the fast suite (about 30 s). See
+# docs/mutation.md for the rate behind the floor.
+SUITE_SAMPLE, SUITE_SEED = 12, 2026
+SUITE_FLOOR = 66.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_fast_suite_kills_the_sampled_mutants(tmp_path: Path) -> None:
+    if importlib.util.find_spec("mutmut") is None:
+        pytest.skip("mutmut is not installed (it is in the dev extra)")
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(RUN_SUITE),
+            "--plain",
+            "--sample",
+            str(SUITE_SAMPLE),
+            "--seed",
+            str(SUITE_SEED),
+            "--root",
+            str(tmp_path / "stage"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    print(done.stdout[-4000:], done.stderr[-2000:])
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    found = re.search(r"^all: ([\d.]+)% killed of (\d+)", done.stdout, re.MULTILINE)
+    assert found is not None, done.stdout[-2000:]
+    assert int(found.group(2)) == SUITE_SAMPLE
+    assert float(found.group(1)) >= SUITE_FLOOR, f"the suite killed {found.group(1)}% < floor {SUITE_FLOOR}%"

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore
+from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore, CapacityError
 
 
 class _Key(str):
@@ -92,4 +92,182 @@ def test_a_background_put_takes_one_shot_iterables() -> None:
     assert "b" not in store
     assert store.get_concatenated(["a", "c"]) == b"aacc"
     assert store.stats().pinned == 0
+    store.close()
+
+
+def test_an_all_empty_put_of_one_shot_iterables_does_nothing_even_after_close() -> None:
+    # "An all-empty put does nothing, even after close": also when the empty
+    # batch comes as a generator. Mutants: a generator kept as given (or not
+    # read at all) is not seen to be empty, so the closed store refuses it.
+    store = BackgroundBlockObjectStore(BlockObjectStore(max_bytes=4, object_nbytes=2), max_pending_batches=1)
+    store.close()
+    store.put(iter(()))
+    store.put((o for o in ()), retain_keys=iter(()), release_keys=(k for k in ()))
+    with pytest.raises(RuntimeError):
+        store.put(iter([BlockObject("a", b"aa")]))
+
+
+def test_a_background_put_names_the_key_list_it_cannot_read() -> None:
+    # The TypeError names the argument and the type given. Mutant: an
+    # unreadable release_keys reached the validator as None ("not a NoneType").
+    store = BackgroundBlockObjectStore(BlockObjectStore(max_bytes=4, object_nbytes=2), max_pending_batches=1)
+    with pytest.raises(TypeError, match=r"^release_keys must be an iterable of str keys, not a int$"):
+        store.put([BlockObject("a", b"aa")], release_keys=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^retain_keys must be an iterable of str keys, not a int$"):
+        store.put([BlockObject("a", b"aa")], retain_keys=5)  # type: ignore[arg-type]
+    store.put([BlockObject("a", b"aa")])
+    assert store.get_concatenated(["a"]) == b"aa"  # nothing was queued by the refused puts
+    store.close()
+
+
+@pytest.mark.parametrize("objects", ["", "ab", b"", 5], ids=["empty str", "str", "empty bytes", "int"])
+def test_a_batch_that_is_a_string_or_no_iterable_is_refused_up_front(objects: object) -> None:
+    # A str or bytes is iterable but is not a batch: refused before it is
+    # read, naming the type. Mutant (`and` for `or` in the up-front check):
+    # an empty string was taken as an empty batch, and the others failed
+    # later with another message.
+    pattern = rf"^objects must be an iterable of objects with key and payload, not {type(objects).__name__}$"
+    sequential = BlockObjectStore(max_bytes=4, object_nbytes=2)
+    background = BackgroundBlockObjectStore(BlockObjectStore(max_bytes=4, object_nbytes=2), max_pending_batches=1)
+    for store in (sequential, background):
+        with pytest.raises(TypeError, match=pattern):
+            store.put(objects)  # type: ignore[arg-type]
+        store.close()
+
+
+class _NameGetter:
+    def __get__(self, owner: object, cls: object = None) -> object:
+        return 42  # a name that is not a str
+
+
+class _TypeWithOddName:
+    """Stands in for ``type`` in auxstore._batch: its ``__name__`` getter
+    gives a non-str, which type's own never does."""
+
+    __dict__ = {"__name__": _NameGetter()}  # a fake type's namespace
+
+    def __call__(self, value: object) -> type:
+        return type(value)
+
+
+def test_a_type_whose_name_is_not_a_str_is_unnamed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Messages name a value's type by a str only. Mutant: the stand-in text
+    # of this branch changed. (Reached only with ``type`` replaced, as the
+    # C getter always gives a str.)
+    from auxstore import _batch
+
+    monkeypatch.setattr(_batch, "type", _TypeWithOddName(), raising=False)
+    assert _batch.type_name(3) == "<unnamed type>"
+
+
+def test_a_read_of_many_scattered_keys_returns_their_payloads_in_order() -> None:
+    # A read of more than 33 keys that are not one run samples its neighbour
+    # pairs to pick a copy strategy (only speed depends on the choice).
+    # Mutant: the sample's step became a float, so such a read raised.
+    keys = [f"k{i:02}" for i in range(48)]
+    payloads = {k: k.encode() * 2 for k in keys}  # 6 bytes each
+    store = BlockObjectStore(max_bytes=6 * 64, object_nbytes=6)
+    for key in keys:  # one put each: slots in key order
+        store.put([BlockObject(key, payloads[key])])
+    for order in (keys[::-1], keys[::2] + keys[1::2], keys[5:] + keys[:5]):
+        assert store.get_concatenated(order) == b"".join(payloads[k] for k in order)
+        buffer = bytearray(6 * len(order))
+        store.read_into(order, buffer)
+        assert bytes(buffer) == b"".join(payloads[k] for k in order)
+    store.close()
+
+
+def test_read_into_copies_runs_of_large_objects_each_to_its_place() -> None:
+    # Large objects stored together are copied one run at a time, each to
+    # its offset in the buffer. Mutants: the offsets not computed (raised)
+    # or the runs not copied (the buffer left as it was).
+    size = 8192
+    keys = "abcdef"
+    payloads = {k: bytes([ord(k)]) * size for k in keys}
+    store = BlockObjectStore(max_bytes=size * 8, object_nbytes=size)
+    store.put([BlockObject(k, payloads[k]) for k in "abc"])  # one put: consecutive slots
+    store.put([BlockObject(k, payloads[k]) for k in "def"])
+    for order in ("abc", "bc", "abcdef", "defab", "efbc"):
+        buffer = bytearray(b"\0" * (size * len(order) + 3))
+        assert store.read_into(list(order), buffer) == size * len(order)
+        assert bytes(buffer) == b"".join(payloads[k] for k in order) + b"\0\0\0"
+    store.close()
+
+
+class _PutsWhenHashed(str):
+    """A key whose hash (caller code the store runs) calls put on ``store``."""
+
+    store: BlockObjectStore
+
+    def __hash__(self) -> int:
+        self.store.put([BlockObject("z", b"zz")])
+        return str.__hash__(self)
+
+    def __eq__(self, other: object) -> bool:
+        return str.__eq__(self, other)
+
+
+def test_a_refused_reentrant_call_names_itself_and_the_call_running() -> None:
+    # Mutant: the reentrant put named itself "XXputXX" in the message.
+    store = BlockObjectStore(max_bytes=8, object_nbytes=2)
+    _PutsWhenHashed.store = store
+    store.put([BlockObject("a", b"aa")])
+    for call, running in [
+        (lambda: store.put([BlockObject(_PutsWhenHashed("b"), b"bb")]), "put"),
+        (lambda: store.get_concatenated([_PutsWhenHashed("a")]), "get_concatenated"),
+    ]:
+        with pytest.raises(TypeError) as raised:
+            call()
+        assert str(raised.value.__cause__).startswith(
+            f"put() was called while {running}() is running on the same store"
+        )
+    assert store.get_concatenated(["a"]) == b"aa" and "z" not in store and len(store) == 1
+    store.close()
+
+
+def test_size_and_capacity_messages_name_their_argument_and_count() -> None:
+    # Mutants: the size's argument name passed as None ("None must be an
+    # int"), and the count of keys that would have to stay not computed.
+    with pytest.raises(TypeError, match=r"^max_bytes must be an int, not str$"):
+        BlockObjectStore(max_bytes="8", object_nbytes=2)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^object_nbytes must be an int, not float$"):
+        BlockObjectStore(max_bytes=8, object_nbytes=2.0)  # type: ignore[arg-type]
+    store = BlockObjectStore(max_bytes=4, object_nbytes=2)
+    store.put([BlockObject("a", b"aa"), BlockObject("b", b"bb")], retain_keys=["a", "b"])
+    with pytest.raises(CapacityError, match=r"limit=2 objects; 3 would have to stay \(too few unpinned"):
+        store.put([BlockObject("c", b"cc")])
+    store.close()
+
+
+class _ClosesWhenHashed(str):
+    """A key whose hash closes ``store``, from inside the call reading it."""
+
+    store: BlockObjectStore
+
+    def __hash__(self) -> int:
+        self.store.close()
+        return str.__hash__(self)
+
+    def __eq__(self, other: object) -> bool:
+        return str.__eq__(self, other)
+
+
+def test_a_refused_reentrant_close_names_itself() -> None:
+    # Mutant: close passed None as its own name to the refusal.
+    store = BlockObjectStore(max_bytes=8, object_nbytes=2)
+    _ClosesWhenHashed.store = store
+    store.put([BlockObject("a", b"aa")])
+    with pytest.raises(TypeError) as raised:
+        store.get_concatenated([_ClosesWhenHashed("a")])
+    assert str(raised.value.__cause__).startswith("close() was called while get_concatenated() is running")
+    assert store.get_concatenated(["a"]) == b"aa"  # not closed
+    store.close()
+
+
+def test_a_payload_that_is_no_buffer_is_named_with_its_key_and_type() -> None:
+    # Mutant: the TypeError lost its text (TypeError(None)).
+    store = BlockObjectStore(max_bytes=4, object_nbytes=2)
+    with pytest.raises(TypeError, match=r"^payload of 'a' must be bytes-like, not int$"):
+        store.put([BlockObject("a", 5)])  # type: ignore[arg-type]
+    assert len(store) == 0
     store.close()

@@ -37,6 +37,7 @@ LAYOUT = {
     "ports": "ports",
     "fuzz": "fuzz",
     "benchmarks": "benchmarks",
+    "docs": "docs",  # test_architecture checks docs/background.md's table against the model
     "pyproject.toml": "pyproject.toml",
 }
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "artifacts", "auxport")

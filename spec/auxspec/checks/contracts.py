@@ -49,7 +49,9 @@ def contract_of(function: Callable[..., Any]) -> Contract:
         elif label == "post":
             post.append((text, compile(text, f"<post of {function.__name__}>", "eval")))
         elif label == "raises":
-            raises += [function.__globals__[name.strip()] for name in text.split(",")]
+            # The defining module's names (a decorator's wrapper, such as
+            # mutmut's trampoline, has the globals of its own module).
+            raises += [inspect.unwrap(function).__globals__[name.strip()] for name in text.split(",")]
     return Contract(tuple(pre), tuple(post), tuple(raises))
 
 
@@ -59,7 +61,7 @@ def checked(function: Callable[..., Any]) -> Callable[..., Any]:
     if contract.empty:
         return function
     signature = inspect.signature(function)
-    scope = function.__globals__
+    scope = inspect.unwrap(function).__globals__
 
     def call(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)
