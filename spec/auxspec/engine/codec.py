@@ -29,6 +29,7 @@ from auxspec.engine.ops import (
     BUFFER_SHAPES,
     FORMS,
     PYTHON,
+    REENTRANT_FORMS,
     SHAPE_UNIT,
     UNDEFINED,
     Bad,
@@ -36,6 +37,7 @@ from auxspec.engine.ops import (
     KeyValue,
     Op,
     PayloadValue,
+    SizeInt,
     SizeValue,
     Trace,
 )
@@ -104,6 +106,7 @@ class _Reading:
     larger: bool = False  # scaled: read_into buffers may be larger than the bytes read, and of any shape
     buffer_shape: str = "plain"  # the last buffer's shape (ops.BUFFER_SHAPES)
     retained: list[KeyValue] = field(default_factory=list)  # scaled: retained since the last echo
+    iter_form: str = "iter"  # what the iter form stands for: "iter" or one of REENTRANT_FORMS
 
 
 def decode(data: bytes, profile: str = "strict", features: Features = ALL) -> Trace:
@@ -153,6 +156,8 @@ def _read_ops(
         members = slots[byte % len(slots)]
         # The top three bits choose the form: mostly plain lists.
         form = FORMS[max(byte >> 5, 5) - 5] if r.python else "list"
+        if form == "iter":
+            form = r.iter_form
         row, skip = members[0] if len(members) == 1 else members[src.next() % len(members)]
         if form == "iter" and not row.one_pass_upstream and profile != "strict":
             form = "tuple"  # vLLM reads a key list twice: a one-pass iterator is not the list[str] it takes
@@ -207,7 +212,12 @@ def _scaled(src: _Bytes, selector: int, profile: str, features: Features, invali
 
     Header bytes: capacity (1-96), object size (1 B to 12 KiB), the remainder
     of ``max_bytes`` (any, so it is rarely a multiple), the key pool (1 to four
-    times the capacity, at most 255 keys), the key style and payload pattern,
+    times the capacity, at most 255 keys), the key style and payload pattern
+    (and, under ``strict`` for a Python target, in the same byte's top bits:
+    whether the sizes are an ``int`` subclass, and whether the one-pass
+    generators of this trace call back into the store, ``REENTRANT_FORMS``;
+    neither reads a byte more, so inputs decode to the same ops as before
+    these were added, up to the size's type and the form's name),
     and the swarm mask: which of get, read_into, the observations, close, puts
     of pins only and puts of releases only are on, whether ops come in runs,
     and how long key lists may be (up to eight times the classic lengths, so
@@ -225,8 +235,16 @@ def _scaled(src: _Bytes, selector: int, profile: str, features: Features, invali
     reading.scale = 1 << (mask >> 6 & 3)  # lists up to 1, 2, 4 or 8 times the classic lengths
     reading.pattern = style // len(KEY_STYLES) % 3
     reading.larger = True
+    sizes: tuple[int, int] = (max_bytes, object_nbytes)
+    if python and profile == "strict":  # what only a Python caller of the strict store may pass
+        extra = style // (3 * len(KEY_STYLES))  # 0-14: the style byte's bits above style and pattern
+        if extra % 2:
+            sizes = (SizeInt(max_bytes), SizeInt(object_nbytes))
+        reenter = extra // 2 % 4
+        if reenter:
+            reading.iter_form = REENTRANT_FORMS[reenter - 1]
     ops = _read_ops(reading, profile, features, _swarm(mask & 63), MAX_SCALED_OPS, runs=bool(mask >> 8))
-    return Trace(profile, max_bytes, object_nbytes, tuple(ops))
+    return Trace(profile, sizes[0], sizes[1], tuple(ops))
 
 
 _PUT = BY_NAME["put"]
@@ -447,7 +465,7 @@ class _Writing:
 def _encode_op(op: Op, w: _Writing) -> None:
     row = kind_of(op)
     form = getattr(op, "form", "list")
-    _want(w.strict or row.one_pass_upstream or form != "iter")
+    _want(form in _FORM_BITS and (w.strict or row.one_pass_upstream or form != "iter"))
     w.out.append(_FIRST_SLOT[row.name] | _FORM_BITS[form])
     if row.group:
         w.out.append([r for r in TABLE if r.group == row.group].index(row))

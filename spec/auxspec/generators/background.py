@@ -12,7 +12,22 @@ from hypothesis import strategies as st
 
 from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.expect import background_batch, background_step, expected_new
-from auxspec.engine.ops import ALL, FORMS, Close, Contains, Enter, Exit, Flush, Get, Len, Op, Put, ReadInto, Stats
+from auxspec.engine.ops import (
+    ALL,
+    PLAIN_FORMS,
+    REENTRANT_FORMS,
+    Close,
+    Contains,
+    Enter,
+    Exit,
+    Flush,
+    Get,
+    Len,
+    Op,
+    Put,
+    ReadInto,
+    Stats,
+)
 from auxspec.engine.table import kind_of
 from auxspec.models.background import BgState, OwnerCall, inner_calls_to_drain, put, writer_step
 from auxspec.models.sequential import Ok
@@ -121,7 +136,7 @@ def scenarios(
             st.lists(key, max_size=2).map(tuple),
             st.lists(key, max_size=1).map(tuple),
             # tuple and iter change the caller's values after the call: strict snapshots them, vLLM does not
-            st.sampled_from(FORMS) if strict else st.just("list"),
+            st.sampled_from(PLAIN_FORMS) if strict else st.just("list"),
         ),
         "pins": st.builds(Put, st.just(()), st.lists(key, max_size=2).map(tuple), st.lists(key, max_size=2).map(tuple)),
         "release": st.builds(Release, st.integers(1, 3)),
@@ -251,6 +266,10 @@ def scaled_background_scenario(data: bytes, profile: str = "strict") -> Scenario
     for index, op in enumerate(trace.ops):
         if len(ops) >= SCALED_MAX_OPS:
             break
+        if getattr(op, "form", "list") in REENTRANT_FORMS:
+            # Not yet: the background drivers check no caller code that
+            # calls back into the store; the generator stays.
+            op = replace(cast(Put, op), form="iter")  # put, get and read_into alike: each has a form
         if unpinned and kind_of(op).owner is OwnerCall.PUT:
             if not getattr(op, "objects", ()):
                 continue  # a put of pins only, or of nothing: not a batch of this history
@@ -271,4 +290,4 @@ def scaled_background_scenario(data: bytes, profile: str = "strict") -> Scenario
         sizes, ops = (1, 1), []
     max_bytes, nbytes = sizes
     assert isinstance(max_bytes, int) and isinstance(nbytes, int)
-    return Scenario(profile, max_bytes, nbytes, bound, tuple(ops), faults)
+    return Scenario(profile, int(max_bytes), int(nbytes), bound, tuple(ops), faults)  # not yet as int subclasses
