@@ -209,13 +209,22 @@ def background_scenario(data: bytes, profile: str = "strict") -> Scenario:
         step = schedule[index] % 4 if index < len(schedule) else 0
         if step:
             ops.append(Release(step))
-        ops.append(op)
+        ops.append(_one_pass(op))
     sizes = (trace.max_bytes, trace.object_nbytes)
     if expected_new(trace) != Ok():
         sizes = (1, 1)  # a store that cannot be built has no ops: the writer has nothing to do
     max_bytes, nbytes = sizes
     assert isinstance(max_bytes, int) and isinstance(nbytes, int)
-    return Scenario(profile, max_bytes, nbytes, bound, tuple(ops), faults, inner)
+    return Scenario(profile, int(max_bytes), int(nbytes), bound, tuple(ops), faults, inner)  # not yet int subclasses
+
+
+def _one_pass(op: Op) -> Op:
+    """``op`` with a generator that calls back into the store
+    (``REENTRANT_FORMS``) made a plain one: not yet in background scenarios,
+    whose drivers check no caller code that calls the store."""
+    if getattr(op, "form", "list") in REENTRANT_FORMS:
+        return replace(cast(Put, op), form="iter")  # put, get and read_into alike: each has a form
+    return op
 
 
 # ------------------------------------------------------ the scaled background scope
@@ -266,10 +275,7 @@ def scaled_background_scenario(data: bytes, profile: str = "strict") -> Scenario
     for index, op in enumerate(trace.ops):
         if len(ops) >= SCALED_MAX_OPS:
             break
-        if getattr(op, "form", "list") in REENTRANT_FORMS:
-            # Not yet: the background drivers check no caller code that
-            # calls back into the store; the generator stays.
-            op = replace(cast(Put, op), form="iter")  # put, get and read_into alike: each has a form
+        op = _one_pass(op)
         if unpinned and kind_of(op).owner is OwnerCall.PUT:
             if not getattr(op, "objects", ()):
                 continue  # a put of pins only, or of nothing: not a batch of this history
