@@ -197,6 +197,8 @@ SCALED = 192  # first-byte values from here to SPECIAL_SIZES: the scaled scope
 MAX_SCALED_OPS = 256
 MOST_SLOTS = 96
 MOST_NBYTES = 12 * 1024
+MOST_SCALE = 8  # the longest lists of the scaled scope: eight times the classic lengths
+READ_SCALE = 4  # and a read's keys, in such a trace, four times that again (up to 128 for get_concatenated)
 KEY_STYLES = ("short", "long", "non-ascii", "look-alike", "spaced", "mixed")
 _ALL_BYTES = bytes(range(256)) * 2
 
@@ -222,7 +224,7 @@ def _scaled(src: _Bytes, selector: int, profile: str, features: Features, invali
     of pins only and puts of releases only are on, whether ops come in runs,
     and how long key lists may be (up to eight times the classic lengths, so
     counts climb well past 2 and come back down, and one put may end many
-    counts at once).
+    counts at once; at eight, a read's keys up to four times that again).
     """
     capacity = _log_scale(src.next(), MOST_SLOTS)
     object_nbytes = _log_scale(src.next(), MOST_NBYTES)
@@ -322,7 +324,10 @@ def _read_keys(kind: Keys, r: _Reading) -> Any:
         r.keys, r.retained = tuple(r.retained), []
     else:
         names, read = r.names, r.src.next
-        r.keys = tuple([names[read()] for _ in range(byte % (kind.most * r.scale + 1))])
+        most = kind.most * r.scale
+        if r.scale == MOST_SCALE and not kind.role:  # reads of up to 128 keys: callers read many blocks at once
+            most *= READ_SCALE
+        r.keys = tuple([names[read()] for _ in range(byte % (most + 1))])
         if r.scale > 1 and kind.role == "retain":
             r.retained.extend(r.keys)
     return r.keys
