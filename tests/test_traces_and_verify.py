@@ -385,3 +385,28 @@ def test_a_python_port_raising_an_exception_the_spec_does_not_allow_is_a_shrunk_
     assert 2 <= len(found.trace.ops) <= 3, shown
     assert isinstance(found.trace.ops[-1], Get)
     assert compare(found.trace, load_target(str(port))) is not None
+
+
+def test_an_unrefused_call_from_caller_code_is_named_as_the_deviation_and_nothing_else_is(tmp_path: Path) -> None:
+    port = tmp_path / "unguarded.py"
+    port.write_text(UNGUARDED_PORT.format(ports=str(PORTS)))
+    trace = Trace("strict", 4, 2, (Put((("a", b"a1"),), ("a",), (), form="reenter-close"),))
+    found = compare(trace, load_target(str(port)))
+    assert found is not None and found.deviation == "reentrant-call-accepted"
+    # A near miss: the same op on a port that refuses the inner call but then
+    # fails the outer call with an exception of no kind is a plain divergence.
+    crashing = tmp_path / "crashing.py"
+    crashing.write_text(
+        textwrap.dedent(
+            """
+            from auxspec.reference.store import ReferenceStore
+
+            class BlockObjectStore(ReferenceStore):
+                def put(self, objects, *, retain_keys=(), release_keys=()):
+                    super().put(objects, retain_keys=retain_keys, release_keys=release_keys)
+                    raise ZeroDivisionError("planted")
+            """
+        )
+    )
+    found = compare(trace, load_target(str(crashing)))
+    assert found is not None and found.deviation is None

@@ -13,7 +13,7 @@ import mmap
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from auxspec.engine.ops import REENTRANT_FORMS, Bad, Objects, ObjectValue
 from auxstore import BlockObject
@@ -75,9 +75,17 @@ class Reentry:
     must be, with no change; the outer call then goes on as if it had not
     been made, so the outer outcome is the model's as for any form."""
 
-    __slots__ = ("_inner", "_name", "_outer", "accepted")
+    __slots__ = ("_inner", "_name", "_op", "_outer", "accepted")
 
-    def __init__(self, form: str, store: Any, outer: str) -> None:
+    # The ops (by identity) whose caller code made a call that was not
+    # refused: what engine.deviations asks to name a divergence exactly (the
+    # Mismatch of an OddReturn carries only its text). An op run again starts
+    # afresh; each entry is an op that ended its trace.
+    unrefused: ClassVar[dict[int, object]] = {}
+
+    def __init__(self, form: str, store: Any, outer: str, op: object = None) -> None:
+        Reentry.unrefused.pop(id(op), None)
+        self._op = op
         self._name = form.removeprefix("reenter-")
         self._inner: Callable[[], object] = {
             "put": lambda: store.put([]),
@@ -88,8 +96,9 @@ class Reentry:
         self.accepted = 0  # inner calls that returned instead of being refused
 
     @staticmethod
-    def of(form: str, store: Any, outer: str) -> Reentry | None:
-        return Reentry(form, store, outer) if form in REENTRANT_FORMS else None
+    def of(op: Any, store: Any, outer: str) -> Reentry | None:
+        """The caller code of ``op``'s form, if it is a reentrant one."""
+        return Reentry(op.form, store, outer, op) if op.form in REENTRANT_FORMS else None
 
     def keys(self, values: Any) -> Any:
         try:
@@ -103,6 +112,7 @@ class Reentry:
     def check(self) -> None:
         """An inner call that was not refused is a divergence in itself."""
         if self.accepted:
+            Reentry.unrefused[id(self._op)] = self._op
             inner = {"put": "put([])", "get": "get_concatenated([])", "close": "close()"}[self._name]
             raise OddReturn(
                 f"{inner}, called from a key iterable while {self._outer}() ran on the same store, "

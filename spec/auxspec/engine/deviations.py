@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from auxspec.engine.calls import Reentry
 from auxspec.engine.fields import Batch, Key, Keys
 from auxspec.engine.observable import observed
 from auxspec.engine.ops import REENTRANT_FORMS, Bad, KeyList, KeyValue, Op, Trace
@@ -82,9 +83,10 @@ def deviation(
         accepted = want == Err(Kind.TYPE) and got == Ok() and any(isinstance(size, bool) for size in sizes)
         return "bool-size-accepted" if accepted else None
     op = trace.ops[index]
-    if getattr(op, "form", "list") in REENTRANT_FORMS and got is None:
+    if getattr(op, "form", "list") in REENTRANT_FORMS and got is None and Reentry.unrefused.get(id(op)) is op:
         # The call's caller code made a call on the same store that returned
-        # (engine.calls.Reentry reports it as an exception of no kind).
+        # (engine.calls.Reentry reports it as an exception of no kind, and
+        # records the op: another exception of no kind is not this).
         return "reentrant-call-accepted"
     if not isinstance(want, Err):
         return "iterator-read-not-moved" if _read_but_not_moved(op, want, got, got_snapshot, before) else None

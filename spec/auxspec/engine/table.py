@@ -91,7 +91,7 @@ class OpKind:
 
 
 def _put(store: Any, op: Put) -> None:
-    reentry = calls.Reentry.of(op.form, store, "put")
+    reentry = calls.Reentry.of(op, store, "put")
     call = calls.batch(op.objects, op.form, reentry)
     try:
         store.put(
@@ -107,7 +107,7 @@ def _put(store: Any, op: Put) -> None:
 
 
 def _get(store: Any, op: Get) -> bytes:
-    reentry = calls.Reentry.of(op.form, store, "get_concatenated")
+    reentry = calls.Reentry.of(op, store, "get_concatenated")
     try:
         got = store.get_concatenated(calls.passed(op.keys, op.form, reentry))
     finally:
@@ -118,7 +118,7 @@ def _get(store: Any, op: Get) -> bytes:
 
 def _read_into(store: Any, op: ReadInto) -> bytes | None:
     made = calls.buffer(op.buffer, op.readonly, op.form, op.shape)
-    reentry = calls.Reentry.of(op.form, store, "read_into")
+    reentry = calls.Reentry.of(op, store, "read_into")
     try:
         written = store.read_into(calls.passed(op.keys, op.form, reentry), made.passed)
     except Exception as error:
