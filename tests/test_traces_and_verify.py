@@ -13,7 +13,16 @@ from hypothesis import strategies as st
 
 from auxspec import cli
 from auxspec.engine import traces
-from auxspec.engine.codec import BIG, MAX_SCALED_OPS, MOST_NBYTES, MOST_SLOTS, SCALED, SPECIAL_SIZES, decode
+from auxspec.engine.codec import (
+    BIG,
+    MAX_SCALED_OPS,
+    MOST_BUFFER,
+    MOST_NBYTES,
+    MOST_SLOTS,
+    SCALED,
+    SPECIAL_SIZES,
+    decode,
+)
 from auxspec.engine.compare import compare
 from auxspec.engine.expect import expected_new
 from auxspec.engine.ops import (
@@ -410,3 +419,14 @@ def test_an_unrefused_call_from_caller_code_is_named_as_the_deviation_and_nothin
     )
     found = compare(trace, load_target(str(crashing)))
     assert found is not None and found.deviation is None
+
+
+def test_decoded_buffers_fit_the_trace_format_and_the_protocol() -> None:
+    # A read of many big objects must still be a valid trace line and request.
+    assert MOST_BUFFER <= traces.MAX_BUFFER and MOST_BUFFER % 8 == 0
+    rng = random.Random(12)
+    for _ in range(1500):
+        trace = decode(bytes([rng.randrange(SCALED, SPECIAL_SIZES)]) + rng.randbytes(300))
+        for op in trace.ops:
+            if isinstance(op, ReadInto) and isinstance(op.buffer, int):
+                assert 0 <= op.buffer <= traces.MAX_BUFFER

@@ -199,6 +199,10 @@ MOST_SLOTS = 96
 MOST_NBYTES = 12 * 1024
 MOST_SCALE = 8  # the longest lists of the scaled scope: eight times the classic lengths
 READ_SCALE = 4  # and a read's keys, in such a trace, four times that again (up to 128 for get_concatenated)
+# The largest read buffer decoded: traces.MAX_BUFFER (what a trace file and
+# the port protocol take; codec may not import traces), a multiple of every
+# buffer shape's item size.
+MOST_BUFFER = (1 << 20) // 8 * 8
 KEY_STYLES = ("short", "long", "non-ascii", "look-alike", "spaced", "mixed")
 _ALL_BYTES = bytes(range(256)) * 2
 
@@ -378,7 +382,9 @@ def _read_buffer(kind: Buffer, r: _Reading) -> int | Bad:
         r.buffer_shape = shape
         if unit > 1 and size > 0:
             size = size // unit * unit if short else -(-size // unit) * unit
-    return max(size, 0)
+    # No more than a trace file and the port protocol allow (a read of many big
+    # objects then gets a buffer too small for them, which the spec defines).
+    return min(max(size, 0), MOST_BUFFER)
 
 
 _SHAPE_BY_NIBBLE = tuple(BUFFER_SHAPES[index % len(BUFFER_SHAPES)] for index in range(16))
