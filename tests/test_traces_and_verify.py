@@ -13,13 +13,23 @@ from hypothesis import strategies as st
 
 from auxspec import cli
 from auxspec.engine import traces
-from auxspec.engine.codec import BIG, MAX_SCALED_OPS, MOST_NBYTES, MOST_SLOTS, SCALED, SPECIAL_SIZES, decode
+from auxspec.engine.codec import (
+    BIG,
+    MAX_SCALED_OPS,
+    MOST_BUFFER,
+    MOST_NBYTES,
+    MOST_SLOTS,
+    SCALED,
+    SPECIAL_SIZES,
+    decode,
+)
 from auxspec.engine.compare import compare
 from auxspec.engine.expect import expected_new
 from auxspec.engine.ops import (
     ALL,
     CORE,
     FORMS,
+    REENTRANT_FORMS,
     SHAPES,
     Bad,
     Close,
@@ -32,6 +42,7 @@ from auxspec.engine.ops import (
     Op,
     Put,
     ReadInto,
+    SizeInt,
     Trace,
 )
 from auxspec.engine.ops import Stats as StatsOp
@@ -289,3 +300,133 @@ def test_bundled_vectors_match_the_spec_and_cover_all_of_its_branches(capsys: py
     out = capsys.readouterr().out
     assert "model coverage 100.0%" in out and "stale" not in out
     print(out)
+
+
+# A port that lets a call made from its caller's code through (semantics.md
+# section 12): the simple correct port with its one-call-at-a-time guard taken off.
+UNGUARDED_PORT = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {ports!r})
+    from simple_port import make
+
+    BlockObjectStore = make(None)
+    for name in ("put", "get_concatenated", "read_into", "close"):
+        setattr(BlockObjectStore, name, getattr(BlockObjectStore, name).__wrapped__)
+    """
+)
+PORTS = Path(__file__).resolve().parent / "ports"
+
+
+def test_the_scaled_scope_passes_callbacks_into_the_store_and_int_subclass_sizes() -> None:
+    # Only where the spec defines the outcome: strict, a Python caller.
+    rng = random.Random(11)
+    seen: set[str] = set()
+    for _ in range(400):
+        data = bytes([rng.randrange(SCALED, SPECIAL_SIZES)]) + rng.randbytes(150)
+        for profile, features in (("strict", ALL), ("strict", CORE), ("upstream", ALL)):
+            trace = decode(data, profile, features)
+            forms = {op.form for op in trace.ops if isinstance(op, (Put, Get, ReadInto))}
+            subclass = type(trace.max_bytes) is SizeInt and type(trace.object_nbytes) is SizeInt
+            if profile != "strict" or features != ALL:
+                assert not forms & set(REENTRANT_FORMS) and not subclass, (profile, features)
+            else:
+                seen |= forms & set(REENTRANT_FORMS)
+                seen |= {"SizeInt"} if subclass else set()
+    assert seen == {*REENTRANT_FORMS, "SizeInt"}
+
+
+@pytest.mark.parametrize("form", REENTRANT_FORMS)
+def test_a_call_from_caller_code_is_refused_by_the_stores_and_let_through_is_a_divergence(
+    tmp_path: Path, form: str
+) -> None:
+    op = Put((("a", b"a1"),), ("a",), (), form=form)
+    trace = Trace("strict", SizeInt(4), SizeInt(2), (op, Get(("a",), form=form), ReadInto(("a",), 2, form=form)))
+    guarded = tmp_path / "guarded.py"  # the simple port as it is, with its guard
+    guarded.write_text(UNGUARDED_PORT.format(ports=str(PORTS)).split("for name")[0])
+    for target in (None, "auxspec:ReferenceStore", str(guarded)):
+        assert compare(trace, load_target(target)) is None, target
+    port = tmp_path / "unguarded.py"
+    port.write_text(UNGUARDED_PORT.format(ports=str(PORTS)))
+    found = compare(trace, load_target(str(port)))
+    assert found is not None and "returned instead of being refused" in str(found)
+
+
+def test_verify_finds_a_port_that_lets_calls_from_caller_code_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = tmp_path / "unguarded.py"
+    port.write_text(UNGUARDED_PORT.format(ports=str(PORTS)))
+    out = tmp_path / "found.jsonl"
+    assert cli.main(["verify", str(port), "--max-time", "60", "--seed", "1", "--out", str(out)]) == 1
+    assert "returned instead of being refused" in capsys.readouterr().out
+    found = traces.load(out)
+    assert any(getattr(op, "form", "") in REENTRANT_FORMS for op in found.trace.ops)
+    assert compare(found.trace, load_target(str(port))) is not None  # the vector replays the divergence
+
+
+# A Python port that raises an exception no error kind stands for, in
+# mid-trace, once it holds two keys (issue 12 point 5): a counterexample.
+RAISING_PORT = textwrap.dedent(
+    """
+    from auxspec.reference.store import ReferenceStore
+
+    class BlockObjectStore(ReferenceStore):
+        def get_concatenated(self, keys):
+            if len(self.state.entries) >= 2:
+                raise ZeroDivisionError("planted")
+            return super().get_concatenated(keys)
+    """
+)
+
+
+def test_a_python_port_raising_an_exception_the_spec_does_not_allow_is_a_shrunk_counterexample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = tmp_path / "raising.py"
+    port.write_text(RAISING_PORT)
+    out = tmp_path / "found.jsonl"
+    code = cli.main(["verify", str(port), "--max-time", "60", "--seed", "3", "--out", str(out)])
+    shown = capsys.readouterr().out
+    assert code == 1, shown
+    assert "unexpected ZeroDivisionError: planted" in shown
+    found = traces.load(out)  # shrunk: two puts (or one of two keys) and the read
+    assert 2 <= len(found.trace.ops) <= 3, shown
+    assert isinstance(found.trace.ops[-1], Get)
+    assert compare(found.trace, load_target(str(port))) is not None
+
+
+def test_an_unrefused_call_from_caller_code_is_named_as_the_deviation_and_nothing_else_is(tmp_path: Path) -> None:
+    port = tmp_path / "unguarded.py"
+    port.write_text(UNGUARDED_PORT.format(ports=str(PORTS)))
+    trace = Trace("strict", 4, 2, (Put((("a", b"a1"),), ("a",), (), form="reenter-close"),))
+    found = compare(trace, load_target(str(port)))
+    assert found is not None and found.deviation == "reentrant-call-accepted"
+    # A near miss: the same op on a port that refuses the inner call but then
+    # fails the outer call with an exception of no kind is a plain divergence.
+    crashing = tmp_path / "crashing.py"
+    crashing.write_text(
+        textwrap.dedent(
+            """
+            from auxspec.reference.store import ReferenceStore
+
+            class BlockObjectStore(ReferenceStore):
+                def put(self, objects, *, retain_keys=(), release_keys=()):
+                    super().put(objects, retain_keys=retain_keys, release_keys=release_keys)
+                    raise ZeroDivisionError("planted")
+            """
+        )
+    )
+    found = compare(trace, load_target(str(crashing)))
+    assert found is not None and found.deviation is None
+
+
+def test_decoded_buffers_fit_the_trace_format_and_the_protocol() -> None:
+    # A read of many big objects must still be a valid trace line and request.
+    assert MOST_BUFFER <= traces.MAX_BUFFER and MOST_BUFFER % 8 == 0
+    rng = random.Random(12)
+    for _ in range(1500):
+        trace = decode(bytes([rng.randrange(SCALED, SPECIAL_SIZES)]) + rng.randbytes(300))
+        for op in trace.ops:
+            if isinstance(op, ReadInto) and isinstance(op.buffer, int):
+                assert 0 <= op.buffer <= traces.MAX_BUFFER

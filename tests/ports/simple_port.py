@@ -7,7 +7,9 @@ must conform, so a flagged bug is the bug and not the port.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 BUGS = (
@@ -53,8 +55,31 @@ def _keys(values: Any) -> list[str]:
     return keys
 
 
+class ReentrantCallError(StoreError):
+    """A call made from caller code (a key iterable, say) while another call
+    of the same store runs: refused, nothing changed (semantics.md section 12)."""
+
+
+def _alone(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method``, refused while another call of the same store runs."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.running:
+            raise ReentrantCallError(f"{method.__name__}() called while {self.running}() runs")
+        self.running = method.__name__
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.running = ""
+
+    return call
+
+
 def make(bug: str | None) -> type:
     class Port:
+        running = ""  # the public call under way, if any
+
         def __init__(self, *, max_bytes: Any, object_nbytes: Any) -> None:
             for size in (max_bytes, object_nbytes):
                 if not isinstance(size, int) or isinstance(size, bool):
@@ -71,6 +96,7 @@ def make(bug: str | None) -> type:
             if self.closed and bug != "open-after-close":
                 raise RuntimeError("closed")
 
+        @_alone
         def put(self, objects: list[Any], *, retain_keys: Any = (), release_keys: Any = ()) -> None:
             self._open()
             batch: dict[str, bytes] = {}
@@ -139,9 +165,11 @@ def make(bug: str | None) -> type:
                     self.lru.move_to_end(key)
             return data
 
+        @_alone
         def get_concatenated(self, keys: Any) -> bytes:
             return self._read(keys, bug != "no-read-refresh")
 
+        @_alone
         def read_into(self, keys: Any, buffer: Any) -> int:
             self._open()
             view = memoryview(buffer)
@@ -156,6 +184,7 @@ def make(bug: str | None) -> type:
             view.cast("B")[: len(data)] = data
             return len(data)
 
+        @_alone
         def close(self) -> None:
             self.closed = True
             self.lru.clear()

@@ -60,7 +60,8 @@ def run_verify(folder: Path, max_time: float, seed: int, wall: float) -> tuple[s
     auxspec = Path(sys.executable).parent / "auxspec"
     command = [str(auxspec), "verify", PACKAGE, "--max-time", str(max_time), "--seed", str(seed)]
     command += ["--out", str(folder / "divergence.jsonl")]
-    env = {**os.environ, "PYTHONPATH": str(folder)}
+    # The package first; a PYTHONPATH already set (a frozen copy of the spec, say) stays after it.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(folder), os.environ.get("PYTHONPATH"))))}
     started = time.monotonic()
     try:
         done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=wall)

@@ -13,9 +13,9 @@ import mmap
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from auxspec.engine.ops import Bad, Objects, ObjectValue
+from auxspec.engine.ops import REENTRANT_FORMS, Bad, Objects, ObjectValue
 from auxstore import BlockObject
 
 
@@ -68,13 +68,68 @@ class _Shapeless:
 _BAD_VALUES: dict[str, Callable[[], Any]] = {"str": lambda: "k0", "int": lambda: 7}
 
 
-def passed(values: tuple[Any, ...] | Bad, form: str) -> Any:
-    """A key list or batch as the caller of ``form`` passes it."""
+class Reentry:
+    """The caller code of a reentrant form (``ops.REENTRANT_FORMS``): each
+    generator it makes first calls the same store again, and records whether
+    that inner call was refused. The spec (semantics.md section 12) says it
+    must be, with no change; the outer call then goes on as if it had not
+    been made, so the outer outcome is the model's as for any form."""
+
+    __slots__ = ("_inner", "_name", "_op", "_outer", "accepted")
+
+    # The ops (by identity) whose caller code made a call that was not
+    # refused: what engine.deviations asks to name a divergence exactly (the
+    # Mismatch of an OddReturn carries only its text). An op run again starts
+    # afresh; each entry is an op that ended its trace.
+    unrefused: ClassVar[dict[int, object]] = {}
+
+    def __init__(self, form: str, store: Any, outer: str, op: object = None) -> None:
+        Reentry.unrefused.pop(id(op), None)
+        self._op = op
+        self._name = form.removeprefix("reenter-")
+        self._inner: Callable[[], object] = {
+            "put": lambda: store.put([]),
+            "get": lambda: store.get_concatenated([]),
+            "close": store.close,
+        }[self._name]
+        self._outer = outer
+        self.accepted = 0  # inner calls that returned instead of being refused
+
+    @staticmethod
+    def of(op: Any, store: Any, outer: str) -> Reentry | None:
+        """The caller code of ``op``'s form, if it is a reentrant one."""
+        return Reentry(op.form, store, outer, op) if op.form in REENTRANT_FORMS else None
+
+    def keys(self, values: Any) -> Any:
+        try:
+            self._inner()
+        except Exception:  # refused, as it must be; the caller code swallows it and goes on
+            pass
+        else:
+            self.accepted += 1
+        yield from values
+
+    def check(self) -> None:
+        """An inner call that was not refused is a divergence in itself."""
+        if self.accepted:
+            Reentry.unrefused[id(self._op)] = self._op
+            inner = {"put": "put([])", "get": "get_concatenated([])", "close": "close()"}[self._name]
+            raise OddReturn(
+                f"{inner}, called from a key iterable while {self._outer}() ran on the same store, "
+                "returned instead of being refused"
+            )
+
+
+def passed(values: tuple[Any, ...] | Bad, form: str, reentry: Reentry | None = None) -> Any:
+    """A key list or batch as the caller of ``form`` passes it (``reentry``:
+    the caller code of a reentrant form, which the generator runs first)."""
     if isinstance(values, Bad):
         return _BAD_VALUES[values.what]()
     if form == "tuple":
         return values
-    if form == "iter":
+    if reentry is not None:
+        return reentry.keys(values)
+    if form != "list":  # iter, and a reentrant form passed without its caller code
         return (value for value in values)
     return list(values)
 
@@ -88,13 +143,13 @@ class Call:
     after: Callable[[], None] | None = None
 
 
-def batch(objects: Objects, form: str) -> Call:
+def batch(objects: Objects, form: str, reentry: Reentry | None = None) -> Call:
     """The objects of a put as the caller of ``form`` passes them."""
     if form == "list" and not isinstance(objects, Bad) and not any(isinstance(obj, Bad) for obj in objects):
         # The common case, kept cheap for the fuzzers.
         return Call([BlockObject(key, payload) for key, payload in objects])  # type: ignore[arg-type, misc]
     made = [] if isinstance(objects, Bad) else [_object(obj, form) for obj in objects]
-    return Call(passed(objects if isinstance(objects, Bad) else tuple(made), form), _scribble(made, form))
+    return Call(passed(objects if isinstance(objects, Bad) else tuple(made), form, reentry), _scribble(made, form))
 
 
 def _object(value: ObjectValue, form: str) -> Any:

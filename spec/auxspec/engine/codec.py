@@ -29,6 +29,7 @@ from auxspec.engine.ops import (
     BUFFER_SHAPES,
     FORMS,
     PYTHON,
+    REENTRANT_FORMS,
     SHAPE_UNIT,
     UNDEFINED,
     Bad,
@@ -36,6 +37,7 @@ from auxspec.engine.ops import (
     KeyValue,
     Op,
     PayloadValue,
+    SizeInt,
     SizeValue,
     Trace,
 )
@@ -104,6 +106,7 @@ class _Reading:
     larger: bool = False  # scaled: read_into buffers may be larger than the bytes read, and of any shape
     buffer_shape: str = "plain"  # the last buffer's shape (ops.BUFFER_SHAPES)
     retained: list[KeyValue] = field(default_factory=list)  # scaled: retained since the last echo
+    iter_form: str = "iter"  # what the iter form stands for: "iter" or one of REENTRANT_FORMS
 
 
 def decode(data: bytes, profile: str = "strict", features: Features = ALL) -> Trace:
@@ -153,6 +156,8 @@ def _read_ops(
         members = slots[byte % len(slots)]
         # The top three bits choose the form: mostly plain lists.
         form = FORMS[max(byte >> 5, 5) - 5] if r.python else "list"
+        if form == "iter":
+            form = r.iter_form
         row, skip = members[0] if len(members) == 1 else members[src.next() % len(members)]
         if form == "iter" and not row.one_pass_upstream and profile != "strict":
             form = "tuple"  # vLLM reads a key list twice: a one-pass iterator is not the list[str] it takes
@@ -192,6 +197,12 @@ SCALED = 192  # first-byte values from here to SPECIAL_SIZES: the scaled scope
 MAX_SCALED_OPS = 256
 MOST_SLOTS = 96
 MOST_NBYTES = 12 * 1024
+MOST_SCALE = 8  # the longest lists of the scaled scope: eight times the classic lengths
+READ_SCALE = 4  # and a read's keys, in such a trace, four times that again (up to 128 for get_concatenated)
+# The largest read buffer decoded: traces.MAX_BUFFER (what a trace file and
+# the port protocol take; codec may not import traces), a multiple of every
+# buffer shape's item size.
+MOST_BUFFER = (1 << 20) // 8 * 8
 KEY_STYLES = ("short", "long", "non-ascii", "look-alike", "spaced", "mixed")
 _ALL_BYTES = bytes(range(256)) * 2
 
@@ -207,12 +218,17 @@ def _scaled(src: _Bytes, selector: int, profile: str, features: Features, invali
 
     Header bytes: capacity (1-96), object size (1 B to 12 KiB), the remainder
     of ``max_bytes`` (any, so it is rarely a multiple), the key pool (1 to four
-    times the capacity, at most 255 keys), the key style and payload pattern,
+    times the capacity, at most 255 keys), the key style and payload pattern
+    (and, under ``strict`` for a Python target, in the same byte's top bits:
+    whether the sizes are an ``int`` subclass, and whether the one-pass
+    generators of this trace call back into the store, ``REENTRANT_FORMS``;
+    neither reads a byte more, so inputs decode to the same ops as before
+    these were added, up to the size's type and the form's name),
     and the swarm mask: which of get, read_into, the observations, close, puts
     of pins only and puts of releases only are on, whether ops come in runs,
     and how long key lists may be (up to eight times the classic lengths, so
     counts climb well past 2 and come back down, and one put may end many
-    counts at once).
+    counts at once; at eight, a read's keys up to four times that again).
     """
     capacity = _log_scale(src.next(), MOST_SLOTS)
     object_nbytes = _log_scale(src.next(), MOST_NBYTES)
@@ -225,8 +241,16 @@ def _scaled(src: _Bytes, selector: int, profile: str, features: Features, invali
     reading.scale = 1 << (mask >> 6 & 3)  # lists up to 1, 2, 4 or 8 times the classic lengths
     reading.pattern = style // len(KEY_STYLES) % 3
     reading.larger = True
+    sizes: tuple[int, int] = (max_bytes, object_nbytes)
+    if python and profile == "strict":  # what only a Python caller of the strict store may pass
+        extra = style // (3 * len(KEY_STYLES))  # 0-14: the style byte's bits above style and pattern
+        if extra % 2:
+            sizes = (SizeInt(max_bytes), SizeInt(object_nbytes))
+        reenter = extra // 2 % 4
+        if reenter:
+            reading.iter_form = REENTRANT_FORMS[reenter - 1]
     ops = _read_ops(reading, profile, features, _swarm(mask & 63), MAX_SCALED_OPS, runs=bool(mask >> 8))
-    return Trace(profile, max_bytes, object_nbytes, tuple(ops))
+    return Trace(profile, sizes[0], sizes[1], tuple(ops))
 
 
 _PUT = BY_NAME["put"]
@@ -304,7 +328,10 @@ def _read_keys(kind: Keys, r: _Reading) -> Any:
         r.keys, r.retained = tuple(r.retained), []
     else:
         names, read = r.names, r.src.next
-        r.keys = tuple([names[read()] for _ in range(byte % (kind.most * r.scale + 1))])
+        most = kind.most * r.scale
+        if r.scale == MOST_SCALE and not kind.role:  # reads of up to 128 keys: callers read many blocks at once
+            most *= READ_SCALE
+        r.keys = tuple([names[read()] for _ in range(byte % (most + 1))])
         if r.scale > 1 and kind.role == "retain":
             r.retained.extend(r.keys)
     return r.keys
@@ -355,7 +382,9 @@ def _read_buffer(kind: Buffer, r: _Reading) -> int | Bad:
         r.buffer_shape = shape
         if unit > 1 and size > 0:
             size = size // unit * unit if short else -(-size // unit) * unit
-    return max(size, 0)
+    # No more than a trace file and the port protocol allow (a read of many big
+    # objects then gets a buffer too small for them, which the spec defines).
+    return min(max(size, 0), MOST_BUFFER)
 
 
 _SHAPE_BY_NIBBLE = tuple(BUFFER_SHAPES[index % len(BUFFER_SHAPES)] for index in range(16))
@@ -447,7 +476,7 @@ class _Writing:
 def _encode_op(op: Op, w: _Writing) -> None:
     row = kind_of(op)
     form = getattr(op, "form", "list")
-    _want(w.strict or row.one_pass_upstream or form != "iter")
+    _want(form in _FORM_BITS and (w.strict or row.one_pass_upstream or form != "iter"))
     w.out.append(_FIRST_SLOT[row.name] | _FORM_BITS[form])
     if row.group:
         w.out.append([r for r in TABLE if r.group == row.group].index(row))

@@ -17,6 +17,9 @@ changes the outcome, so ports in other languages ignore it:
 - ``iter``: one-pass generators, plain objects (not ``BlockObject``) whose
   payload the caller replaces once the call returns, a buffer cast to
   format ``c``.
+- ``reenter-put``, ``reenter-get``, ``reenter-close`` (strict): as ``iter``,
+  and each generator first makes that call on the same store, which must be
+  refused (``REENTRANT_FORMS``).
 
 A read buffer's ``shape`` (``BUFFER_SHAPES``) names the other buffers a
 Python caller may pass (a ``bytearray`` subclass, a ``memoryview`` slice
@@ -57,7 +60,13 @@ KeyList = tuple[KeyValue, ...] | Bad
 ObjectValue = tuple[KeyValue, PayloadValue] | Bad
 Objects = tuple[ObjectValue, ...] | Bad
 
-FORMS = ("list", "tuple", "iter")
+PLAIN_FORMS = ("list", "tuple", "iter")
+# The iter form whose generators, before their first key, call back into the
+# store (semantics.md section 12, strict): the inner call ``put([])``,
+# ``get_concatenated([])`` or ``close()`` must be refused (any exception) and
+# change nothing, and the outer call goes on as if it had not been made.
+REENTRANT_FORMS = ("reenter-put", "reenter-get", "reenter-close")
+FORMS = (*PLAIN_FORMS, *REENTRANT_FORMS)
 
 # The shape of a valid read_into buffer beyond its form (``ReadInto.shape``):
 # "plain" is the form's own buffer; the others are every other kind of
@@ -151,6 +160,16 @@ class Exit:
 Op = Put | Get | ReadInto | Close | Flush | Len | Contains | Stats | Enter | Exit
 
 SizeValue = int | float | str | None  # what a trace may pass as a size; only an int (not a bool) is valid
+
+
+class SizeInt(int):
+    """A size given as an ``int`` subclass (as an ``IntEnum`` member or a
+    caller's own int type is): it counts as its plain int value
+    (semantics.md, "Keys and sizes are taken by value"). Written to a trace
+    file it is a plain int."""
+
+    def __repr__(self) -> str:
+        return f"SizeInt({int(self)})"
 
 
 @dataclass(frozen=True)

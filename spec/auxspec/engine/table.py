@@ -91,22 +91,44 @@ class OpKind:
 
 
 def _put(store: Any, op: Put) -> None:
-    call = calls.batch(op.objects, op.form)
-    store.put(
-        call.objects, retain_keys=calls.passed(op.retain, op.form), release_keys=calls.passed(op.release, op.form)
-    )
+    reentry = calls.Reentry.of(op, store, "put")
+    call = calls.batch(op.objects, op.form, reentry)
+    try:
+        store.put(
+            call.objects,
+            retain_keys=calls.passed(op.retain, op.form, reentry),
+            release_keys=calls.passed(op.release, op.form, reentry),
+        )
+    finally:
+        if reentry is not None:  # an inner call let through is the divergence, whatever the outer call did
+            reentry.check()
     if call.after is not None:
         call.after()
 
 
+def _get(store: Any, op: Get) -> bytes:
+    reentry = calls.Reentry.of(op, store, "get_concatenated")
+    try:
+        got = store.get_concatenated(calls.passed(op.keys, op.form, reentry))
+    finally:
+        if reentry is not None:
+            reentry.check()
+    return calls.as_bytes("get_concatenated()", got)
+
+
 def _read_into(store: Any, op: ReadInto) -> bytes | None:
     made = calls.buffer(op.buffer, op.readonly, op.form, op.shape)
+    reentry = calls.Reentry.of(op, store, "read_into")
     try:
-        written = store.read_into(calls.passed(op.keys, op.form), made.passed)
+        written = store.read_into(calls.passed(op.keys, op.form, reentry), made.passed)
     except Exception as error:
+        if reentry is not None:
+            reentry.check()
         if made.memory is not None and made.changed():  # a failed call writes nothing (semantics.md, section 2)
             raise AssertionError(f"read_into raised {type(error).__name__} and wrote into the buffer") from error
         raise
+    if reentry is not None:
+        reentry.check()
     if made.memory is None or isinstance(op.buffer, Bad):
         return None  # a bad buffer must have been refused: any return is a divergence
     count = calls.as_count("read_into()", written)
@@ -178,9 +200,7 @@ TABLE: tuple[OpKind, ...] = (
         Get,
         (Field("keys", Keys(4), required=True), Field("form", Form())),
         lambda m, s, op: m.get_concatenated(s, _keys(op.keys)),
-        lambda store, op: calls.as_bytes(
-            "get_concatenated()", store.get_concatenated(calls.passed(op.keys, op.form))
-        ),
+        _get,
         lambda op: f"get_concatenated({_show(Keys(4), op.keys)}){_form(op)}",
         OwnerCall.WAIT,
         slots=7,

@@ -10,6 +10,8 @@ when nothing can fail any more (strict: an error changes nothing).
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections import OrderedDict
 from typing import Any
 
@@ -33,6 +35,37 @@ class UnreferencedKeyError(BlockObjectStoreError, KeyError):
         return RuntimeError.__str__(self)
 
 
+class ReentrantCallError(BlockObjectStoreError):
+    pass
+
+
+API = ("put", "get_concatenated", "read_into", "close")
+
+
+def one_call_at_a_time(method: Any) -> Any:
+    """A public call, refused (nothing changed) when caller code it runs (a
+    key generator, a payload property) calls the same store again; a
+    subclass's own ``super().put(...)`` is the same call going on."""
+    if getattr(method, "one_at_a_time", False):
+        return method
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        running = self.__dict__.get("_running")
+        if running is None:
+            self._running = method.__name__
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self._running = None
+        if sys._getframe(1).f_locals.get("self") is not self:  # from caller code, not from the store's own method
+            raise ReentrantCallError(f"{method.__name__}() called while {running}() runs on the same store")
+        return method(self, *args, **kwargs)
+
+    call.one_at_a_time = True  # type: ignore[attr-defined]
+    return call
+
+
 NEW = -1  # a batch key planned for insertion, no slot yet
 
 
@@ -53,6 +86,12 @@ def str_keys(values: Any, what: str) -> list[str]:
 
 class PlainStore:
     """Strict, outcome-equivalent to the spec; the hooks are the seams."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in API:  # a subclass's own public calls are guarded as the base's are
+            if name in cls.__dict__:
+                setattr(cls, name, one_call_at_a_time(cls.__dict__[name]))
 
     def __init__(self, *, max_bytes: Any, object_nbytes: Any) -> None:
         for name, size in (("max_bytes", max_bytes), ("object_nbytes", object_nbytes)):
@@ -259,4 +298,6 @@ class PlainStore:
         return StoreSnapshot(entries, tuple(sorted(self._refs.items())), False)
 
 
+for _name in API:
+    setattr(PlainStore, _name, one_call_at_a_time(getattr(PlainStore, _name)))
 BlockObjectStore = PlainStore
