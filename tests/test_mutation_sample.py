@@ -37,36 +37,32 @@ SAMPLE, SEED = 12, 2026
 VERIFY_FLOOR = 25.0
 
 
+def _sampled_score(tool: Path, options: list[str], clean: str, verb: str, sample: int, seed: int, root: Path) -> float:
+    """Run one mutation driver on a seeded sample and read its closing
+    ``all: P% <verb> of N`` line: the share, after checking that the
+    unmutated code passed first (``clean``: a check failing there would
+    "kill" every mutant) and that N is the sample."""
+    if importlib.util.find_spec("mutmut") is None:
+        pytest.skip("mutmut is not installed (it is in the dev extra)")
+    command = [sys.executable, str(tool), *options, "--sample", str(sample), "--seed", str(seed), "--root", str(root)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    print(done.stdout[-4000:], done.stderr[-2000:])
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    found = re.search(rf"^all: ([\d.]+)% {verb} of (\d+)", done.stdout, re.MULTILINE)
+    assert found is not None, done.stdout[-2000:]
+    assert int(found.group(2)) == sample
+    assert clean in done.stdout, done.stdout[-2000:]
+    return float(found.group(1))
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_verify_flags_the_sampled_mutants_of_the_store(tmp_path: Path) -> None:
-    if importlib.util.find_spec("mutmut") is None:
-        pytest.skip("mutmut is not installed (it is in the dev extra)")
-    out = tmp_path / "results.jsonl"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(VERIFY_MUTANTS),
-            "--sample",
-            str(SAMPLE),
-            "--seed",
-            str(SEED),
-            "--out",
-            str(out),
-            "--root",
-            str(tmp_path / "stage"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
+    options = ["--out", str(tmp_path / "results.jsonl")]
+    score = _sampled_score(
+        VERIFY_MUTANTS, options, "the unmutated store passes verify", "flagged", SAMPLE, SEED, tmp_path / "stage"
     )
-    print(done.stdout[-4000:], done.stderr[-2000:])
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "the unmutated store passes verify" in done.stdout
-    found = re.search(r"^all: ([\d.]+)% flagged of (\d+)", done.stdout, re.MULTILINE)
-    assert found is not None, done.stdout[-2000:]
-    assert int(found.group(2)) == SAMPLE
-    assert float(found.group(1)) >= VERIFY_FLOOR, f"verify flagged {found.group(1)}% < floor {VERIFY_FLOOR}%"
+    assert score >= VERIFY_FLOOR, f"verify flagged {score}% < floor {VERIFY_FLOOR}%"
 
 
 # The fast suite's sample: 12 mutants of impl/auxstore and the two models,
@@ -80,27 +76,13 @@ SUITE_FLOOR = 66.0
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_the_fast_suite_kills_the_sampled_mutants(tmp_path: Path) -> None:
-    if importlib.util.find_spec("mutmut") is None:
-        pytest.skip("mutmut is not installed (it is in the dev extra)")
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(RUN_SUITE),
-            "--plain",
-            "--sample",
-            str(SUITE_SAMPLE),
-            "--seed",
-            str(SUITE_SEED),
-            "--root",
-            str(tmp_path / "stage"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
+    score = _sampled_score(
+        RUN_SUITE,
+        ["--plain"],
+        "the fast suite passes on the unmutated code",
+        "killed",
+        SUITE_SAMPLE,
+        SUITE_SEED,
+        tmp_path / "stage",
     )
-    print(done.stdout[-4000:], done.stderr[-2000:])
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    found = re.search(r"^all: ([\d.]+)% killed of (\d+)", done.stdout, re.MULTILINE)
-    assert found is not None, done.stdout[-2000:]
-    assert int(found.group(2)) == SUITE_SAMPLE
-    assert float(found.group(1)) >= SUITE_FLOOR, f"the suite killed {found.group(1)}% < floor {SUITE_FLOOR}%"
+    assert score >= SUITE_FLOOR, f"the suite killed {score}% < floor {SUITE_FLOOR}%"

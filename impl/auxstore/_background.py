@@ -282,9 +282,8 @@ _new_entry: Callable[[tuple[str, bytes]], _Entry] = functools.partial(tuple.__ne
 
 def _keys(values: object) -> tuple[Any, ...] | None:
     """``values`` as a tuple, or None when it is not a key list (which
-    ``check_batch`` then refuses); one pass over an iterator."""
-    if type(values) is tuple:
-        return values
+    ``check_batch`` then refuses); one pass over an iterator. ``put`` takes a
+    plain tuple as it is, without this call."""
     if type(values) is list:
         return tuple(values)
     if isinstance(values, _NOT_LISTS) or not isinstance(values, Iterable):
