@@ -63,7 +63,9 @@ class Follower:
 
 def _segment(rnd: random.Random, ops: int, fail_at: int | None, behind: list[int]) -> int:
     gate = gated.GatedStore(
-        BlockObjectStore(max_bytes=CAPACITY * NBYTES, object_nbytes=NBYTES), lambda s: canonical(s.snapshot()), gated=False
+        BlockObjectStore(max_bytes=CAPACITY * NBYTES, object_nbytes=NBYTES),
+        lambda s: canonical(s.snapshot()),
+        gated=False,
     )
     store = BackgroundBlockObjectStore(gate, max_pending_batches=BOUND)
     spec = Follower(BOUND)
