@@ -5,6 +5,8 @@ mutant broke; none depends on how the store is laid out inside."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import ClassVar
 
 import pytest
 
@@ -194,23 +196,32 @@ def test_read_into_copies_runs_of_large_objects_each_to_its_place() -> None:
     store.close()
 
 
-class _PutsWhenHashed(str):
-    """A key whose hash (caller code the store runs) calls put on ``store``."""
+class _CallsWhenHashed(str):
+    """A key whose hash (caller code the store runs) makes ``call``, a call
+    back into the store under test."""
 
-    store: BlockObjectStore
+    call: ClassVar[Callable[[], object]]  # read through the class: a plain function, not a method
 
     def __hash__(self) -> int:
-        self.store.put([BlockObject("z", b"zz")])
+        type(self).call()
         return str.__hash__(self)
 
     def __eq__(self, other: object) -> bool:
         return str.__eq__(self, other)
 
 
+class _PutsWhenHashed(_CallsWhenHashed):
+    pass
+
+
+class _ClosesWhenHashed(_CallsWhenHashed):
+    pass
+
+
 def test_a_refused_reentrant_call_names_itself_and_the_call_running() -> None:
     # Mutant: the reentrant put named itself "XXputXX" in the message.
     store = BlockObjectStore(max_bytes=8, object_nbytes=2)
-    _PutsWhenHashed.store = store
+    _PutsWhenHashed.call = lambda: store.put([BlockObject("z", b"zz")])
     store.put([BlockObject("a", b"aa")])
     for call, running in [
         (lambda: store.put([BlockObject(_PutsWhenHashed("b"), b"bb")]), "put"),
@@ -239,23 +250,10 @@ def test_size_and_capacity_messages_name_their_argument_and_count() -> None:
     store.close()
 
 
-class _ClosesWhenHashed(str):
-    """A key whose hash closes ``store``, from inside the call reading it."""
-
-    store: BlockObjectStore
-
-    def __hash__(self) -> int:
-        self.store.close()
-        return str.__hash__(self)
-
-    def __eq__(self, other: object) -> bool:
-        return str.__eq__(self, other)
-
-
 def test_a_refused_reentrant_close_names_itself() -> None:
     # Mutant: close passed None as its own name to the refusal.
     store = BlockObjectStore(max_bytes=8, object_nbytes=2)
-    _ClosesWhenHashed.store = store
+    _ClosesWhenHashed.call = store.close
     store.put([BlockObject("a", b"aa")])
     with pytest.raises(TypeError) as raised:
         store.get_concatenated([_ClosesWhenHashed("a")])
