@@ -1,0 +1,226 @@
+"""Traces over a store larger than 2^31 bytes: the large-store phase of ``verify``.
+
+A store's byte offsets (slot * object_nbytes) pass 2^30 and 2^31 only when
+more than 2 GB of objects are stored at once, which no random trace reaches.
+A port whose offset arithmetic wraps at 2^31, or whose arena is cut into
+chunks (auxstore's first chunk is 1 GiB) and which walks them wrongly, is
+correct on every smaller store. These traces fill a store of ``CAPACITY``
+objects of ``OBJECT_NBYTES`` bytes (an odd size, so slots straddle 2^30 and
+2^31 at unaligned points and the last ones lie wholly past 2^31), then read
+runs of objects across those points, pin objects there, evict and put new
+objects into the freed slots past 2^31, and read back every stored object.
+
+Each payload differs from every other at (almost) every byte: a key's
+index and generation in its first bytes, then a window of a random pattern
+starting at an offset of its own. A read of the wrong slot, or of the right
+slot at a wrong offset, returns other bytes.
+
+The ops are the op alphabet's (``engine.ops``); the model judges them like
+any other trace's. ``traces`` builds one trace at a time, so only one
+trace's payloads (about ``CAPACITY * OBJECT_NBYTES`` bytes, shared by the
+trace and the model's states) exist at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from random import Random
+
+from auxspec.engine.ops import PYTHON, READ_INTO, Bad, Close, Contains, Features, Get, Len, Op, Put, ReadInto, Stats
+from auxspec.engine.ops import Trace as _Trace
+from auxspec.engine.table import needs, step
+from auxspec.models import sequential as model
+
+OBJECT_NBYTES = 1_000_003  # odd: slot 1073 straddles 2^30, slot 2147 straddles 2^31
+CAPACITY = 2_200  # slots 2148..2199 lie wholly past 2^31
+MAX_BYTES = CAPACITY * OBJECT_NBYTES  # 2,200,006,600 bytes
+BATCH = 16  # objects per put while filling (16 MB a call)
+# A port process takes each call as one protocol line of at most 16 MiB
+# (engine.traces.MAX_LINE), payloads in hex: at most 4 objects a call.
+PROCESS_BATCH = 4
+READ_BACK = 16  # objects per get of the read-back: 16 MB a call, under glibc's 32 MB mmap threshold, so
+# each call's result reuses freed memory instead of faulting in new pages
+
+GIB = 1 << 30
+# The slots the offsets 2^30 and 2^31 fall in, and the neighbours each side.
+STRADDLE_30 = GIB // OBJECT_NBYTES  # 1073
+STRADDLE_31 = 2 * GIB // OBJECT_NBYTES  # 2147
+PAST_31 = STRADDLE_31 + 1  # the first slot wholly past 2^31
+
+
+@dataclass(frozen=True)
+class LargeTrace:
+    """One trace of the phase: its name, and how to build it (payloads are
+    made only when it is built)."""
+
+    name: str
+    build: Callable[[], _Trace]
+
+
+def traces(profile: str, features: Features, seed: int) -> list[LargeTrace]:
+    """The phase's traces for a target with ``features``, drawn from ``seed``."""
+    return [LargeTrace(f"large-fill-evict-reput (seed {seed})", lambda: fill_evict_reput(profile, features, seed))]
+
+
+class _Payloads:
+    """Distinct payloads by key index and generation (a re-put of a key
+    after its eviction is generation 1)."""
+
+    def __init__(self, rng: Random, nbytes: int) -> None:
+        self.nbytes = nbytes
+        self.pattern = rng.randbytes(2 * nbytes)  # random: no period, so a shifted read differs
+        self.stride = rng.randrange(1, nbytes)
+
+    def __call__(self, index: int, generation: int = 0) -> bytes:
+        head = f"<{index}.{generation}>".encode()
+        start = (index * self.stride + generation * 7919) % self.nbytes
+        with memoryview(self.pattern) as pattern:  # one copy of the window, not two
+            return b"".join((head, pattern[start : start + self.nbytes - len(head)]))
+
+
+class _Builder:
+    """Ops appended one at a time. Each is also stepped on a shadow model
+    store of the same capacity with 1-byte payloads, so the generator asks
+    the spec (not a copy of its rules) which keys are stored and least
+    recent, without holding or joining the payloads a second time."""
+
+    def __init__(self, profile: str, features: Features) -> None:
+        self.most = BATCH if PYTHON in features else PROCESS_BATCH  # objects a call
+        shadow = model.new(CAPACITY, 1, profile)
+        assert isinstance(shadow, model.State)
+        self.shadow = shadow
+        self.features = features
+        self.ops: list[Op] = []
+
+    def add(self, op: Op) -> None:
+        if isinstance(op, Put):
+            assert not isinstance(op.objects, Bad)  # this generator puts only valid objects
+            small: Op = Put(
+                tuple((obj[0], _SHADOW) for obj in op.objects if not isinstance(obj, Bad)), op.retain, op.release
+            )
+        elif isinstance(op, ReadInto):
+            small = Get(op.keys)
+        else:
+            small = op
+        self.shadow, _ = step(self.shadow, small)
+        self.ops.append(op)
+
+    def stored(self) -> list[str]:
+        """The stored keys, least recent first (pinned ones too)."""
+        return [k for k, _ in self.shadow.entries]
+
+    def unpinned(self) -> list[str]:
+        refs = dict(self.shadow.refs)
+        return [k for k, _ in self.shadow.entries if k not in refs]
+
+    def read(self, keys: list[str]) -> None:
+        self.add(Get(tuple(keys)))
+
+    def read_into(self, key: str, slack: int) -> None:
+        if READ_INTO in self.features:
+            self.add(ReadInto((key,), OBJECT_NBYTES + slack))
+        else:
+            self.read([key])
+
+    def read_back(self) -> None:
+        """Every stored object, read in recency order: each payload is
+        compared once and the order stays as it was."""
+        keys = self.stored()
+        step = min(READ_BACK, self.most)
+        for start in range(0, len(keys), step):
+            self.read(keys[start : start + step])
+
+    def put(self, objects: list[tuple[str, bytes]], release: tuple[str, ...] = ()) -> None:
+        """``objects`` in calls of at most ``most`` (the releases with the first)."""
+        for start in range(0, len(objects), self.most):
+            self.add(Put(tuple(objects[start : start + self.most]), release=release if not start else ()))
+
+    def observe(self, *ops: Op) -> None:
+        for op in ops:
+            if needs(op) <= self.features:
+                self.add(op)
+
+
+_SHADOW = b"s"
+
+
+def _key(index: int) -> str:
+    return f"L{index:04d}"
+
+
+def fill_evict_reput(profile: str, features: Features, seed: int) -> _Trace:
+    """Fill the store (pinning objects at the 2^30 and 2^31 straddles), read
+    runs across them, read everything before the slots past 2^31 (which
+    makes those least recent), evict them into new objects in the freed
+    slots, re-put an evicted key with new bytes and a stored one (first write
+    wins), release the pins while new objects evict, read back every stored
+    object, close."""
+    rng = Random(seed)
+    payload = _Payloads(rng, OBJECT_NBYTES)
+    b = _Builder(profile, features)
+    made: dict[str, bytes] = {}
+
+    # Pins on objects at both straddles and past 2^31, taken as they are stored.
+    pins = {STRADDLE_30 - 1, STRADDLE_30, STRADDLE_31, PAST_31 + rng.randrange(CAPACITY - PAST_31)}
+    for start in range(0, CAPACITY, b.most):
+        indices = range(start, min(start + b.most, CAPACITY))
+        batch = tuple((_key(i), payload(i)) for i in indices)
+        made.update(batch)
+        b.add(Put(batch, retain=tuple(_key(i) for i in indices if i in pins)))
+    b.observe(Len(), Stats())
+
+    # Runs of consecutive slots across 2^30 and 2^31 (and auxstore's chunk
+    # boundaries at slots 1073 and 2146), ascending and descending, and a
+    # scattered read: each a different path through a port's read code.
+    for first, last in (
+        (STRADDLE_30 - 2, STRADDLE_30 + 2),
+        (STRADDLE_31 - 3, STRADDLE_31 + 3),
+        (CAPACITY - 5, CAPACITY - 1),
+        (PAST_31 - 1, PAST_31),
+    ):
+        b.read([_key(i) for i in range(first, last + 1)])
+    b.read([_key(i) for i in (CAPACITY - 1, 0, STRADDLE_31, STRADDLE_30, PAST_31 + 7, 5)])
+    b.read([_key(i) for i in range(STRADDLE_31 + 2, STRADDLE_31 - 3, -1)])
+    for index in (STRADDLE_30, STRADDLE_31, PAST_31 + rng.randrange(CAPACITY - PAST_31), CAPACITY - 1):
+        b.read_into(_key(index), rng.randrange(1000))
+
+    # Put again everything stored before slot PAST_31 (the same objects: a
+    # stored key keeps its payload and becomes most recent, and nothing is
+    # copied): the objects past 2^31 become the least recent, and the
+    # evictions below free their slots.
+    early = [k for k in b.stored() if int(k[1:]) < PAST_31]
+    touch = 16 * b.most  # no payload is copied: the only cost is the model's and the call's
+    for start in range(0, len(early), touch if PYTHON in features else b.most):
+        b.add(Put(tuple((k, made[k]) for k in early[start : start + (touch if PYTHON in features else b.most)])))
+
+    # Evict: new objects take the freed slots (past 2^31 in auxstore's and
+    # vLLM's layouts); a pinned object there stays.
+    gone = b.unpinned()[: 2 * BATCH]
+    fresh = [f"N{i:03d}" for i in range(2 * BATCH)]
+    b.put([(k, payload(10_000 + int(k[1:]))) for k in fresh])
+    for start in range(0, BATCH + 3, b.most):  # in slot order, across the calls' runs
+        b.read(fresh[start : min(start + b.most, BATCH + 3)])
+    b.read_into(fresh[BATCH + 5], rng.randrange(1000))
+    b.read(list(reversed(fresh[BATCH:]))[: b.most])
+    b.observe(Contains(gone[0]), Contains(fresh[-1]))
+    b.read([gone[1]])  # evicted: missing
+
+    # An evicted key comes back with new bytes (generation 1); a stored one
+    # re-put with new bytes keeps its old ones (first write wins).
+    back, kept = gone[2], b.unpinned()[CAPACITY // 2]
+    b.add(Put(((back, payload(int(back[1:]), 1)), (kept, payload(int(kept[1:]), 1)))))
+    b.read([back, kept])
+
+    # Release the pins while new objects evict past them.
+    released = tuple(sorted(_key(i) for i in pins))
+    more = [f"M{i:03d}" for i in range(BATCH)]
+    b.put([(k, payload(20_000 + int(k[1:]))) for k in more], release=released)
+    b.observe(Stats())
+    b.read(list(released))
+    b.read(more[:4])
+    b.read_back()
+    b.observe(Len())
+    b.add(Close())
+    b.read([more[0]])  # closed
+    return _Trace(profile, MAX_BYTES, OBJECT_NBYTES, tuple(b.ops))
