@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
+import shlex
 import sys
 import time
 from dataclasses import replace
@@ -29,7 +31,7 @@ from auxspec.engine.ops import Trace
 from auxspec.engine.table import describe, trace_needs
 from auxspec.engine.target import Target, errors_of, load_attribute, load_target
 from auxspec.engine.traces import TraceError, outcome_to_json, printable
-from auxspec.generators import exhaustive
+from auxspec.generators import exhaustive, large
 from auxspec.teach import cli as teach_cli
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
@@ -87,6 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         "(capacity, missing, unreferenced, closed, payload, type, buffer, config); repeatable",
     )
     check.add_argument(
+        "--large-stores",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="after the search, run traces over a store of 2.2 GB (objects whose byte offsets cross 2^30 and "
+        "2^31; about 10 s and 4.5 GB of memory for the bundled store, on top of --max-time). auto: when "
+        "--max-time is at least 10 and TARGET runs in this process (a port process under --exec only with on)",
+    )
+    check.add_argument(
         "--exact-order",
         action="store_true",
         help="also compare the recency order of keys with a reference (no call can observe it under strict; "
@@ -107,9 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         "--exec", dest="exec_command", metavar="CMD", help="a port process speaking docs/protocol.md instead"
     )
     again.add_argument("--op-timeout", type=float, default=5.0, help="seconds a port process may take per op")
-    again.add_argument(
-        "--profile", choices=("strict", "upstream"), default="strict", help="how a raw input is decoded"
-    )
+    again.add_argument("--profile", choices=("strict", "upstream"), default="strict", help="how a raw input is decoded")
     again.add_argument("--raw", action="store_true", help="decode FILE as fuzzer bytes whatever its name")
     again.add_argument(
         "--save",
@@ -301,6 +309,8 @@ def _phases(
         deviations[divergence.deviation] = divergence
     reach.phase("random", explored, time.monotonic() - started, reach.ops_run - ops_before)
     report["explored"] = explored
+    if code := _large_stores(args, target, report, reach, frozenset(deviations), say):
+        return code
     _say_reach(reach, say)
     if deviations:
         return _deviates(args, report, deviations, say)
@@ -338,6 +348,49 @@ def explore_background(
         return _finish(args, report, 1, say)
     say(f"background store: {done + scenarios} scenarios agree with the background spec")
     return None
+
+
+def _large_stores(
+    args: argparse.Namespace, target: Target, report: dict[str, Any], reach: Any, known: frozenset[str], say: Any
+) -> int | None:
+    """The large-store phase, or why it is skipped (recorded in the report
+    either way): the exit code when the target diverges, else None."""
+    skipped = None
+    if args.large_stores == "off":
+        skipped = "turned off (--large-stores off)"
+    elif args.large_stores == "auto" and args.exec_command is not None:
+        skipped = "a port process (--exec) gets it only with --large-stores on (2.2 GB through the protocol)"
+    elif args.large_stores == "auto" and args.max_time < verify.LARGE_MIN_TIME:
+        skipped = f"--max-time is below {verify.LARGE_MIN_TIME:g} s (--large-stores on runs it anyway)"
+    if skipped is not None:
+        report["large_stores"] = {"ran": False, "skipped": skipped}
+        say(f"large stores: skipped, {skipped}")
+        return None
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    say(f"large stores: a store of {large.MAX_BYTES:,} bytes, objects of {large.OBJECT_NBYTES:,} bytes (seed {seed})")
+    run = verify.explore_large(target, args.profile, seed, known, reach)
+    record: dict[str, Any] = {"ran": True, "seed": seed, "traces": run.traces, "ops": run.ops}
+    record["seconds"] = round(run.seconds, 1)
+    report["large_stores"] = record
+    if run.divergence is None:
+        say(f"large stores: {run.traces} traces, {run.ops} ops agree with the spec ({run.seconds:.1f} s)")
+        return None
+    divergence = run.divergence
+    again = ["auxspec", "verify"]
+    again += ["--exec", args.exec_command] if args.exec_command else [args.target] if args.target else []
+    again += ["--profile", args.profile, "--large-stores", "on", "--max-time", "0", "--seed", str(seed)]
+    say(f"large stores: {run.trace} diverges")
+    say(divergence.render(last=4))
+    say(f"seed {seed}; reproduce with: {shlex.join(again)}")
+    say(
+        f"no vector written ({args.out} is left as it was): the trace's puts carry about "
+        f"{large.MAX_BYTES / 1e9:.1f} GB of payloads; the seed rebuilds it"
+    )
+    record.update(trace=run.trace, reproduce=shlex.join(again), divergence=divergence.summary_json())
+    if divergence.deviation:
+        record["deviation"] = divergence.deviation
+    report.update(result="diverges", step=divergence.step + 1)
+    return _finish(args, report, 1, say)
 
 
 def _failing_count(failing: list[tuple[traces.VectorFile, Divergence]], usable: list[traces.VectorFile]) -> str:

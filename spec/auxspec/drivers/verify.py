@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, configuration, find, settings
 from hypothesis import strategies as st
@@ -34,7 +37,7 @@ from auxspec.engine.fields import Batch, Key, Keys
 from auxspec.engine.ops import PYTHON, Bad, Trace
 from auxspec.engine.table import kind_of
 from auxspec.engine.target import PortBroken, Target
-from auxspec.generators import exhaustive, guided
+from auxspec.generators import exhaustive, guided, large
 from auxspec.generators.background import Scenario, background_scenario, scaled_background_scenario
 from auxspec.models.sequential import State
 
@@ -396,6 +399,135 @@ def explore_background(
     if reach is not None:
         reach.phase("background", tried, time.monotonic() - started, ops)
     return found_report, tried
+
+
+# ------------------------------------------------------------ large stores
+
+LARGE_MIN_TIME = 10.0  # --large-stores auto runs the phase from this --max-time on
+WATCH_SECONDS = 120.0  # a large trace taking longer is the port's failure
+WATCH_RSS_GROWTH = 8 << 30  # so is one making this process's memory grow by more
+
+
+@dataclass
+class LargeRun:
+    """What the large-store phase did: the divergence (or None) and the
+    trace it was found in, and the traces, ops and seconds it took."""
+
+    divergence: Divergence | None
+    trace: str | None
+    traces: int
+    ops: int
+    seconds: float
+
+
+def explore_large(
+    target: Target,
+    profile: str,
+    seed: int,
+    known: frozenset[str] = frozenset(),
+    reach: Reach | None = None,
+    watch_seconds: float = WATCH_SECONDS,
+    watch_rss: int = WATCH_RSS_GROWTH,
+) -> LargeRun:
+    """The traces of ``generators.large`` (a store of 2.2 GB, objects across
+    2^30 and 2^31) on the spec and the target: every op's outcome is
+    compared, and the whole state after the last op; there is no replay
+    checking the state after every op (each snapshot would copy the 2.2 GB).
+    A trace that runs longer than ``watch_seconds`` or makes this process's
+    memory grow by more than ``watch_rss`` bytes is stopped and reported as
+    a divergence at the op it was in. Divergences under a deviation in
+    ``known`` do not count."""
+    started = time.monotonic()
+    tried = ops = 0
+    found: Divergence | None = None
+    name: str | None = None
+    for made in large.traces(profile, target.features, seed):
+        trace = made.build()
+        tried, ops = tried + 1, ops + len(trace.ops)
+        reached = [0]  # the ops the spec has stepped: the one running is the last
+
+        def count(_: State, reached: list[int] = reached) -> None:
+            reached[0] += 1
+
+        try:
+            with _Watchdog(watch_seconds, watch_rss):
+                found = compare(trace, target, count, every=len(trace.ops) + 1, replay=False)
+        except _Overrun as overrun:
+            step = max(reached[0] - 1, -1)
+            found = Divergence(trace, step, "the call returns (the watchdog's limits)", f"stopped: {overrun}")
+        del trace  # its payloads go before the next trace's are made
+        if found is not None and found.deviation not in known:
+            name = made.name
+            break
+        found = None
+    seconds = time.monotonic() - started
+    if reach is not None:
+        reach.phase("large", tried, seconds, ops)
+    return LargeRun(found, name, tried, ops, seconds)
+
+
+class _Overrun(BaseException):
+    """Raised in the main thread by ``_Watchdog``: a BaseException, so a
+    port's ``except Exception`` and the compare loop let it through."""
+
+
+class _Watchdog:
+    """Stops the block it guards (a trace on a port) when it runs longer
+    than ``seconds`` or this process's resident memory grows by more than
+    ``rss`` bytes: a thread watches, and a signal (SIGUSR2) makes the main
+    thread raise ``_Overrun`` at its next Python instruction. A port stuck
+    inside one C call is stopped when that call returns; off the main thread
+    (no handler can be set) or without SIGUSR2 the limits are not enforced."""
+
+    POLL = 0.05
+
+    def __init__(self, seconds: float, rss: int) -> None:
+        self.seconds, self.rss = seconds, rss
+        self.reason: str | None = None
+        self.signal = getattr(signal, "SIGUSR2", None)
+        self.interrupts = self.signal is not None and threading.current_thread() is threading.main_thread()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="auxspec-large-watchdog", daemon=True)
+        self.previous: Any = None
+
+    def __enter__(self) -> _Watchdog:
+        if self.interrupts:
+            self.previous = signal.signal(self.signal, self._raise)  # type: ignore[arg-type]
+        self.base, self.started = _rss(), time.monotonic()
+        self.target = threading.main_thread().ident
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        if self.interrupts:
+            signal.signal(self.signal, self.previous)  # type: ignore[arg-type]
+
+    def _watch(self) -> None:
+        while not self.stop.wait(self.POLL):
+            grown = _rss() - self.base
+            if grown > self.rss:
+                self.reason = f"its memory grew by {grown / 2**30:.1f} GiB (the limit is {self.rss / 2**30:.0f} GiB)"
+            elif time.monotonic() - self.started > self.seconds:
+                self.reason = f"the trace ran longer than {self.seconds:.0f} s"
+            if self.reason is not None:
+                if self.interrupts and self.target is not None:
+                    signal.pthread_kill(self.target, self.signal)  # type: ignore[arg-type]
+                return
+
+    def _raise(self, signum: int, frame: object) -> None:
+        if self.reason is not None:
+            raise _Overrun(self.reason)
+
+
+def _rss() -> int:
+    """This process's resident memory in bytes (0 where /proc is not there)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 # ----------------------------------------------------------------- targets

@@ -61,18 +61,22 @@ class Divergence:
             return None
         return deviation(self.trace, self.step, self.want, self.got, self.got_snapshot, self.before)
 
-    def render(self) -> str:
+    def render(self, last: int | None = None) -> str:
         """The trace up to the diverging step, then the spec's side and the
         target's side by side, each differing field marked ``*``; a payload
         that differs is shown by its length, the first differing offset and
-        a short hex window around it (so objects of any size stay readable)."""
+        a short hex window around it (so objects of any size stay readable).
+        ``last``: only the last that many ops (a long machine-made trace)."""
         where = "building the store" if self.step < 0 else f"step {self.step + 1} of {self.length}"
         rows = [f"divergence at {where}:"]
         rows.append(
             f"  store(max_bytes={self.trace.max_bytes}, object_nbytes={self.trace.object_nbytes}, "
             f"profile={self.trace.profile})"
         )
-        for index, op in enumerate(self.trace.ops[: self.step + 1]):
+        first = 0 if last is None else max(0, self.step + 1 - last)
+        if first:
+            rows.append(f"     ... {first} ops before not shown")
+        for index, op in enumerate(self.trace.ops[first : self.step + 1], start=first):
             mark = ">>" if index == self.step else "  "
             rows.append(f"{mark} {index + 1:>3}. {describe(op)}")
         if self.compared and self.want is not None and self.got is not None:
@@ -81,6 +85,24 @@ class Divergence:
             rows.append(f"  expected: {self.expected}")
             rows.append(f"  actual:   {self.actual}")
         return "\n".join(rows)
+
+    def summary_json(self) -> dict[str, Any]:
+        """The divergence without the trace's ops or any payload (a trace of
+        gigabytes): the step, the call, both sides in words, what differs and
+        where the first differing payload differs."""
+        body: dict[str, Any] = {
+            "step": self.step + 1,
+            "steps": self.length,
+            "call": describe(self.op) if self.op is not None else "building the store",
+            "expected": self.expected,
+            "actual": self.actual,
+            "differs": [row.name for row in _rows(self) if row.differs] if self.compared else ["outcome"],
+        }
+        if self.compared:
+            first = _payload_difference(self)
+            if first is not None:
+                body["payload"] = first
+        return body
 
     def as_json(self) -> dict[str, Any]:
         """The divergence with structured values (JSON types, no repr
@@ -368,7 +390,11 @@ CHECK_EVERY = 16  # the cheap mode's whole-state checks: after every this many o
 
 
 def compare(
-    trace: Trace, target: Target, on_state: Callable[[State], None] | None = None, every: int = 1
+    trace: Trace,
+    target: Target,
+    on_state: Callable[[State], None] | None = None,
+    every: int = 1,
+    replay: bool = True,
 ) -> Divergence | None:
     """Run ``trace`` on the spec and on ``target``; the first disagreement.
     ``on_state`` sees each state the spec goes through (a scope report).
@@ -381,9 +407,15 @@ def compare(
     the divergence reported names the first op at which anything differs.
     A target that diverged in the cheap run but not in the replay is
     reported as the cheap run saw it, saying so (it is not deterministic).
+    ``replay=False``: no replay, the cheap run's divergence as it is (the
+    large-store phase, where a snapshot per op would copy gigabytes; an
+    outcome that differs is still named at its op, a state that differs at
+    the checkpoint after it).
     """
     if every <= 1:
         return _run(trace, target, on_state, 1)
+    if not replay:
+        return _run(trace, target, on_state, every)
     try:
         coarse = _run(trace, target, None, every)
     except AssertionError:  # the model's invariant, at a checkpoint: name the op
