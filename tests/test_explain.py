@@ -184,7 +184,8 @@ def test_the_bundled_store_agrees(capsys: pytest.CaptureFixture[str]) -> None:
 def test_verify_points_to_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     port = _buggy_port(tmp_path, "evict-most-recent")
     found = tmp_path / "found.jsonl"
-    assert cli.main(["verify", str(port), "--max-time", "20", "--seed", "3", "--out", str(found)]) == 1
+    argv = ["verify", str(port), "--max-time", "20", "--seed", "3", "--out", str(found), "--large-stores", "off"]
+    assert cli.main(argv) == 1
     printed = capsys.readouterr().out
     pointer = next(line for line in printed.splitlines() if line.startswith("step through it: auxspec explain"))
     assert str(found) in pointer and f"--target {port}" in pointer

@@ -252,7 +252,9 @@ def test_verify_passes_the_reference_and_catches_a_planted_bug(
     port = tmp_path / "port.py"
     port.write_text(BUGGY_PORT)
     out = tmp_path / "found.jsonl"
-    code = cli.main(["verify", str(port), "--max-time", "60", "--seed", "1", "--out", str(out), "--json"])
+    code = cli.main(
+        ["verify", str(port), "--max-time", "60", "--seed", "1", "--out", str(out), "--json", "--large-stores", "off"]
+    )
     captured = capsys.readouterr()
     assert code == 1
     report = json.loads(captured.out.strip().splitlines()[-1])
@@ -358,7 +360,8 @@ def test_verify_finds_a_port_that_lets_calls_from_caller_code_through(
     port = tmp_path / "unguarded.py"
     port.write_text(UNGUARDED_PORT.format(ports=str(PORTS)))
     out = tmp_path / "found.jsonl"
-    assert cli.main(["verify", str(port), "--max-time", "60", "--seed", "1", "--out", str(out)]) == 1
+    argv = ["verify", str(port), "--max-time", "60", "--seed", "1", "--out", str(out), "--large-stores", "off"]
+    assert cli.main(argv) == 1
     assert "returned instead of being refused" in capsys.readouterr().out
     found = traces.load(out)
     assert any(getattr(op, "form", "") in REENTRANT_FORMS for op in found.trace.ops)
@@ -386,7 +389,8 @@ def test_a_python_port_raising_an_exception_the_spec_does_not_allow_is_a_shrunk_
     port = tmp_path / "raising.py"
     port.write_text(RAISING_PORT)
     out = tmp_path / "found.jsonl"
-    code = cli.main(["verify", str(port), "--max-time", "60", "--seed", "3", "--out", str(out)])
+    argv = ["verify", str(port), "--max-time", "60", "--seed", "3", "--out", str(out), "--large-stores", "off"]
+    code = cli.main(argv)
     shown = capsys.readouterr().out
     assert code == 1, shown
     assert "unexpected ZeroDivisionError: planted" in shown

@@ -46,6 +46,8 @@ def test_vllm_conforms_to_upstream(capsys: pytest.CaptureFixture[str], tmp_path:
             "--json",
             "--out",
             str(tmp_path / "d.jsonl"),
+            "--large-stores",  # measured on its own (docs/verifying-a-port.md): 2.2 GB on top of 20 s
+            "off",
         ]
     )
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -60,9 +62,8 @@ def test_vllm_under_strict_lists_exactly_the_documented_deviations(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     out = tmp_path / "dev.jsonl"
-    code = cli.main(
-        ["verify", str(UPSTREAM), "--keep-going", "--max-time", "20", "--seed", "5", "--json", "--out", str(out)]
-    )
+    argv = ["verify", str(UPSTREAM), "--keep-going", "--max-time", "20", "--seed", "5", "--json"]
+    code = cli.main([*argv, "--out", str(out), "--large-stores", "off"])  # off: as the test above
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 1
     assert report["result"] == "deviates", report

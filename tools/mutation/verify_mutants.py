@@ -55,10 +55,13 @@ def port_package(folder: Path, relative: str | None = None, source: str | None =
     return package
 
 
-def run_verify(folder: Path, max_time: float, seed: int, wall: float) -> tuple[str, float, str]:
+def run_verify(
+    folder: Path, max_time: float, seed: int, wall: float, large_stores: str = "auto"
+) -> tuple[str, float, str]:
     """Verify the package in ``folder``: (status, seconds, last lines of its output)."""
     auxspec = Path(sys.executable).parent / "auxspec"
     command = [str(auxspec), "verify", PACKAGE, "--max-time", str(max_time), "--seed", str(seed)]
+    command += ["--large-stores", large_stores]
     command += ["--out", str(folder / "divergence.jsonl")]
     # The package first; a PYTHONPATH already set (a frozen copy of the spec, say) stays after it.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(folder), os.environ.get("PYTHONPATH"))))}
@@ -73,11 +76,13 @@ def run_verify(folder: Path, max_time: float, seed: int, wall: float) -> tuple[s
     return status, seconds, tail
 
 
-def check_one(name: str, root: Path, max_time: float, seed: int, wall: float) -> dict[str, object]:
+def check_one(
+    name: str, root: Path, max_time: float, seed: int, wall: float, large_stores: str = "auto"
+) -> dict[str, object]:
     relative, source = common.mutated_source(name, root)
     with tempfile.TemporaryDirectory(prefix="auxmut-") as tmp:
         port_package(Path(tmp), relative, source)
-        status, seconds, tail = run_verify(Path(tmp), max_time, seed, wall)
+        status, seconds, tail = run_verify(Path(tmp), max_time, seed, wall, large_stores)
     return {
         "mutant": name,
         "module": common.module_of(name),
@@ -107,8 +112,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-time", type=float, default=10.0, help="verify's --max-time (default 10)")
     parser.add_argument("--verify-seed", type=int, default=0, help="verify's --seed (default 0)")
     parser.add_argument("--wall", type=float, default=180.0, help="wall seconds before a run is a timeout")
+    parser.add_argument(
+        "--large-stores",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="verify's --large-stores (default auto: on from --max-time 10; each run then holds about 4.5 GB)",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="mutants at a time (default 1; the machine is shared)")
-    parser.add_argument("--floor", type=float, help="exit 1 if fewer than this % of the mutants run are flagged")
+    parser.add_argument("--floor", type=float, help="exit 1 if fewer than this %% of the mutants run are flagged")
     parser.add_argument("--root", type=Path, default=common.STAGE, help=f"staging folder (default {common.STAGE})")
     parser.add_argument("--out", type=Path, help="results, one JSON object a line (default ROOT/verify-results.jsonl)")
     parser.add_argument("--reuse", action="store_true", help="keep the staging folder if it has mutants")
@@ -121,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         common.generate(args.root)
     with tempfile.TemporaryDirectory(prefix="auxmut-") as tmp:
         port_package(Path(tmp))
-        status, seconds, tail = run_verify(Path(tmp), args.max_time, args.verify_seed, args.wall)
+        status, seconds, tail = run_verify(Path(tmp), args.max_time, args.verify_seed, args.wall, args.large_stores)
     if status != "survived":
         print(f"the unmutated store does not pass verify ({status} in {seconds:.0f} s):\n{tail}")
         return 2
@@ -139,7 +150,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: list[dict[str, object]] = []
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w") as out, ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        jobs = [pool.submit(check_one, n, args.root, args.max_time, args.verify_seed, args.wall) for n in chosen]
+        jobs = [
+            pool.submit(check_one, n, args.root, args.max_time, args.verify_seed, args.wall, args.large_stores)
+            for n in chosen
+        ]
         for job in jobs:
             result = job.result()
             results.append(result)

@@ -92,6 +92,8 @@ def command(port: Port, seed: int, max_time: float, out: Path) -> list[str]:
         "--json",
         "--out",
         str(out),
+        "--large-stores",  # their bugs show in small stores; the large-store phase has its own ports
+        "off",
     ]
 
 
