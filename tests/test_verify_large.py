@@ -1,0 +1,123 @@
+"""verify's large-store phase (``--large-stores``; generators/large.py): the
+planted ports of tests/ports/large, correct on every store under 1 or 2 GiB,
+are flagged by ``verify --max-time 10``; the bundled store conforms; ``off``
+skips the phase and says so; the report records it; the watchdog turns a
+trace that hangs or grows without bound into the port's failure.
+
+Memory: each test marked ``large_memory`` builds a 2.2 GB store next to the
+spec's 2.2 GB of payloads, about 4.5 GB at its peak (docs/verifying-a-port.md);
+run them one at a time (they are in one file, so xdist's loadfile keeps them
+on one worker).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from auxspec import cli
+from auxspec.drivers import verify
+from auxspec.engine.ops import Get, Put, Trace
+from auxspec.engine.target import load_target
+from auxspec.generators import large
+
+PORTS = Path(__file__).resolve().parent / "ports" / "large"
+SCHEMA = Path(cli.__file__).with_name("schemas") / "verify-report.schema.json"
+large_memory = pytest.mark.large_memory
+
+
+def _report(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict[str, Any]]:
+    code = cli.main(["verify", *argv, "--json"])
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    jsonschema.validate(report, json.loads(SCHEMA.read_text()))
+    return code, report
+
+
+@large_memory
+@pytest.mark.timeout(300)
+def test_the_bundled_store_conforms_with_the_large_phase(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, report = _report(capsys, ["--max-time", "10", "--seed", "11", "--out", str(tmp_path / "d.jsonl")])
+    assert code == 0, report
+    phase = report["large_stores"]
+    assert phase["ran"] is True and phase["seed"] == 11
+    assert phase["traces"] >= 1 and phase["ops"] > 300, phase
+    assert report["scope"]["phases"]["large"]["ops"] == phase["ops"]
+    print(f"large-store phase: {phase['seconds']} s")
+
+
+@large_memory
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("port", ["wrap31", "chunk_run"])
+def test_each_planted_port_is_flagged_only_with_the_large_phase(
+    port: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = str(PORTS / f"{port}.py")
+    out = tmp_path / "d.jsonl"
+    # Correct on every store the rest of verify builds: the bug needs the large store.
+    argv = [path, "--max-time", "10", "--seed", "11", "--out", str(out)]
+    code, report = _report(capsys, [*argv, "--large-stores", "off"])
+    assert code == 0, report
+    started = time.monotonic()
+    code, report = _report(capsys, argv)
+    elapsed = time.monotonic() - started
+    assert code == 1, report
+    assert report["result"] == "diverges"
+    phase = report["large_stores"]
+    assert phase["ran"] is True
+    assert phase["divergence"]["step"] == report["step"] > 0
+    assert "--large-stores on" in phase["reproduce"] and "--seed 11" in phase["reproduce"]
+    assert not out.exists()  # no vector of gigabytes
+    print(f"{port}: flagged in {elapsed:.1f} s at {phase['divergence']['call'][:60]}")
+
+
+def test_off_skips_the_phase_and_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = str(tmp_path / "d.jsonl")
+    assert cli.main(["verify", "--max-time", "10", "--seed", "1", "--large-stores", "off", "--out", out]) == 0
+    assert "large stores: skipped, turned off (--large-stores off)" in capsys.readouterr().out
+    code, report = _report(capsys, ["--max-time", "2", "--seed", "1", "--out", out])
+    assert code == 0
+    assert report["large_stores"] == {"ran": False, "skipped": report["large_stores"]["skipped"]}
+    assert "--max-time is below 10" in report["large_stores"]["skipped"]
+    assert "large" not in report["scope"]["phases"]
+
+
+HANGING = """
+import time
+from auxstore import BlockObjectStore as _Good
+
+class BlockObjectStore(_Good):
+    def put(self, objects, **pins):
+        objects = list(objects)
+        if any(obj.key == "{key}" for obj in objects):
+            {body}
+        return super().put(objects, **pins)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("while True: pass", "ran longer than 1 s"),  # a port that never returns
+        ("held = [bytearray(1 << 20) for _ in range(200)]; time.sleep(60)", "memory grew by"),
+    ],
+)
+def test_the_watchdog_makes_a_stuck_trace_the_ports_failure(
+    body: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A small trace in place of the 2.2 GB ones: the watchdog does not depend on their size.
+    trace = Trace("strict", 64, 8, (Put((("a", bytes(8)),)), Put((("b", bytes(8)),)), Get(("a",))))
+    monkeypatch.setattr(large, "traces", lambda *_: [large.LargeTrace("small", lambda: trace)])
+    port = tmp_path / "stuck.py"
+    port.write_text(HANGING.format(key="b", body=body))
+    started = time.monotonic()
+    run = verify.explore_large(load_target(str(port)), "strict", 1, watch_seconds=1.0, watch_rss=100 << 20)
+    assert time.monotonic() - started < 30
+    assert run.divergence is not None and run.trace == "small"
+    assert run.divergence.step == 1  # the second put, the one that hangs
+    assert said in run.divergence.actual
