@@ -7,7 +7,9 @@ then a random search in which Hypothesis draws bytes and ``engine.codec``
 decodes them (the same decoder the fuzzers use), alternating the classic
 scope and the scaled one (a swarm configuration, sizes across scales), so
 Hypothesis shrinks a divergence to a small input and therefore a short
-trace. ``Reach`` records the largest value each dimension reached.
+trace. ``Reach`` records the largest value each dimension reached. Last,
+``explore_large`` runs the traces of ``generators.large`` over a 2.2 GB
+store, whose offsets cross 2^30 and 2^31.
 """
 
 from __future__ import annotations
@@ -431,8 +433,9 @@ def explore_large(
 ) -> LargeRun:
     """The traces of ``generators.large`` (a store of 2.2 GB, objects across
     2^30 and 2^31) on the spec and the target: every op's outcome is
-    compared, and the whole state after the last op; there is no replay
-    checking the state after every op (each snapshot would copy the 2.2 GB).
+    compared, and the whole state after the last op (the trace reads back
+    every payload before it closes the store); there is no snapshot after
+    every op, nor a replay taking one (each would copy the 2.2 GB).
     A trace that runs longer than ``watch_seconds`` or makes this process's
     memory grow by more than ``watch_rss`` bytes is stopped and reported as
     a divergence at the op it was in. Divergences under a deviation in
