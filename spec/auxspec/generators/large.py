@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from random import Random
 
-from auxspec.engine.ops import PYTHON, READ_INTO, Bad, Close, Contains, Features, Get, Len, Op, Put, ReadInto, Stats
+from auxspec.engine.ops import PYTHON, READ_INTO, Close, Contains, Features, Get, Len, Op, Put, ReadInto, Stats
 from auxspec.engine.ops import Trace as _Trace
 from auxspec.engine.table import needs, step
 from auxspec.models import sequential as model
@@ -93,18 +93,18 @@ class _Builder:
         self.features = features
         self.ops: list[Op] = []
 
-    def add(self, op: Op) -> None:
-        if isinstance(op, Put):
-            assert not isinstance(op.objects, Bad)  # this generator puts only valid objects
-            small: Op = Put(
-                tuple((obj[0], _SHADOW) for obj in op.objects if not isinstance(obj, Bad)), op.retain, op.release
-            )
-        elif isinstance(op, ReadInto):
-            small = Get(op.keys)
-        else:
-            small = op
-        self.shadow, _ = step(self.shadow, small)
+    def add(self, op: Op, shadow: Op | None = None) -> None:
+        """``op``, stepped on the shadow store as ``shadow`` (``op`` itself
+        when it carries no payload or buffer)."""
+        self.shadow, _ = step(self.shadow, op if shadow is None else shadow)
         self.ops.append(op)
+
+    def store(
+        self, objects: tuple[tuple[str, bytes], ...], retain: tuple[str, ...] = (), release: tuple[str, ...] = ()
+    ) -> None:
+        """One put of ``objects``; the shadow's carries 1-byte payloads."""
+        small = tuple((key, _SHADOW) for key, _ in objects)
+        self.add(Put(objects, retain, release), Put(small, retain, release))
 
     def stored(self) -> list[str]:
         """The stored keys, least recent first (pinned ones too)."""
@@ -119,7 +119,7 @@ class _Builder:
 
     def read_into(self, key: str, slack: int) -> None:
         if READ_INTO in self.features:
-            self.add(ReadInto((key,), OBJECT_NBYTES + slack))
+            self.add(ReadInto((key,), OBJECT_NBYTES + slack), Get((key,)))
         else:
             self.read([key])
 
@@ -134,7 +134,7 @@ class _Builder:
     def put(self, objects: list[tuple[str, bytes]], release: tuple[str, ...] = ()) -> None:
         """``objects`` in calls of at most ``most`` (the releases with the first)."""
         for start in range(0, len(objects), self.most):
-            self.add(Put(tuple(objects[start : start + self.most]), release=release if not start else ()))
+            self.store(tuple(objects[start : start + self.most]), release=release if not start else ())
 
     def observe(self, *ops: Op) -> None:
         for op in ops:
@@ -167,7 +167,7 @@ def fill_evict_reput(profile: str, features: Features, seed: int) -> _Trace:
         indices = range(start, min(start + b.most, CAPACITY))
         batch = tuple((_key(i), payload(i)) for i in indices)
         made.update(batch)
-        b.add(Put(batch, retain=tuple(_key(i) for i in indices if i in pins)))
+        b.store(batch, retain=tuple(_key(i) for i in indices if i in pins))
     b.observe(Len(), Stats())
 
     # Runs of consecutive slots across 2^30 and 2^31 (and auxstore's chunk
@@ -190,9 +190,10 @@ def fill_evict_reput(profile: str, features: Features, seed: int) -> _Trace:
     # copied): the objects past 2^31 become the least recent, and the
     # evictions below free their slots.
     early = [k for k in b.stored() if int(k[1:]) < PAST_31]
-    touch = 16 * b.most  # no payload is copied: the only cost is the model's and the call's
-    for start in range(0, len(early), touch if PYTHON in features else b.most):
-        b.add(Put(tuple((k, made[k]) for k in early[start : start + (touch if PYTHON in features else b.most)])))
+    # No payload is copied, so an in-process call takes many (a protocol line cannot).
+    touch = 16 * b.most if PYTHON in features else b.most
+    for start in range(0, len(early), touch):
+        b.store(tuple((k, made[k]) for k in early[start : start + touch]))
 
     # Evict: new objects take the freed slots (past 2^31 in auxstore's and
     # vLLM's layouts); a pinned object there stays.
@@ -209,7 +210,7 @@ def fill_evict_reput(profile: str, features: Features, seed: int) -> _Trace:
     # An evicted key comes back with new bytes (generation 1); a stored one
     # re-put with new bytes keeps its old ones (first write wins).
     back, kept = gone[2], b.unpinned()[CAPACITY // 2]
-    b.add(Put(((back, payload(int(back[1:]), 1)), (kept, payload(int(kept[1:]), 1)))))
+    b.store(((back, payload(int(back[1:]), 1)), (kept, payload(int(kept[1:]), 1))))
     b.read([back, kept])
 
     # Release the pins while new objects evict past them.
