@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from auxspec import ReferenceBackgroundStore, ReferenceStore
+from auxspec.checks.contracts import Checked
 from auxspec.models import background as bg
 from auxspec.models import sequential as model
 from auxspec.models.sequential import Err, Kind, Ok
@@ -92,6 +93,33 @@ def test_random_interleavings_keep_the_invariant_and_the_rules(
     # FIFO: the final inner state is the batches applied in order, until the first failure.
     final = bg.drain(state)
     assert final.applied == state.applied + bg.inner_calls_to_drain(state)
+    # Dropped (strict): what is queued is applied, then the inner store closed; a closed store stays as it is.
+    if profile == "strict":
+        dropped = CHECKED.drop(state)
+        assert dropped.closed and dropped.inner.closed and not dropped.queue
+        if state.closed:
+            assert dropped is state
+        else:
+            assert dropped.applied == final.applied and dropped.inner == model.close(final.inner)[0]
+    else:
+        with pytest.raises(model.UndefinedInput):
+            bg.drop(state)
+
+
+CHECKED = Checked(bg)  # the model's steps with their pre:/post: lines evaluated
+
+
+def test_a_drop_applies_the_queue_up_to_a_failure_and_reports_it_to_no_one() -> None:
+    state = start("strict", capacity=1, bound=3)
+    for keys in (("a",), ("b", "c"), ("d",)):  # the second fails (capacity 1): the third is skipped
+        (state, _), *_ = bg.put(state, batch(*keys))
+    dropped = CHECKED.drop(state)
+    assert dropped.error == "capacity" and not dropped.seen  # latched, and no caller is left to hear of it
+    drained = bg.drain(state)
+    assert model.stored_keys(drained.inner) == ("a",)
+    assert dropped.applied == 2 and dropped.inner == model.close(drained.inner)[0]
+    closed, outcome = bg.close(dropped)  # the model's close of a dropped store changes nothing
+    assert (closed, outcome) == (dropped, Ok())
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -11,7 +11,10 @@ alternatives cover that.
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
+import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,6 +34,7 @@ from auxspec.models.background import (
     Latched,
     OwnerCall,
     drain,
+    drop,
     inner_calls_to_drain,
     new_background,
     put,
@@ -51,6 +55,7 @@ from auxspec.reference.store import observe
 # queued, waits at the gate with it). What the driver cannot see is whether
 # the writer has stored a failure in its latch yet; the model's alternatives
 # cover that.
+
 
 class Violation(AssertionError):
     """A real background store did something the spec does not allow."""
@@ -91,6 +96,7 @@ class GatedStore:
         self.raised: list[tuple[BaseException, str]] = []  # (exception, cause) per failed put
         self.final: StoreSnapshot | None = None
         self.closes = 0
+        self.closed_at: tuple[int, int] | None = None  # (entered, finished) puts when first closed
 
     @property
     def object_nbytes(self) -> int:
@@ -164,13 +170,22 @@ class GatedStore:
         return self._inner.stats()
 
     def close(self) -> None:
-        self.closes += 1
+        with self._cond:
+            self.closes += 1
+            if self.closed_at is None:
+                self.closed_at = (self.entered, self.finished)
+            self._cond.notify_all()
         if self.final is None:
             self.final = self._snapshot(self._inner)
         self._inner.close()
 
 
 _GRACE = 1.0  # seconds: how long a counter update may trail a call that returned
+# Seconds a dropped store's writer is given to apply what is queued, close the
+# inner store and end: far more than a correct one needs (no call waits for it,
+# so a port whose writer never ends is reported after this, not hung on).
+DROP_WAIT = 3.0
+_RELEASER = "auxspec-gate-release"
 
 
 class _DelayedRelease(threading.Thread):
@@ -178,7 +193,7 @@ class _DelayedRelease(threading.Thread):
     first, so a call that returns before it is set did not wait."""
 
     def __init__(self, gate: GatedStore, permits: int, delay: float) -> None:
-        super().__init__(name="auxspec-gate-release", daemon=True)
+        super().__init__(name=_RELEASER, daemon=True)
         self.gate, self.permits, self.delay = gate, permits, delay
         self.fired = threading.Event()
         self._cancel = threading.Event()
@@ -234,7 +249,7 @@ class _Run:
         inner: State | Invalid = Invalid("not a store") if scenario.inner == "none" else inner_state
         faults = (i for i, _ in scenario.faults)
         self.created = new_background(inner, binding.as_size(scenario.max_pending_batches), faults)
-        self.threads_before = threading.active_count()
+        self.threads_before = set(threading.enumerate())
         self.gate = GatedStore(
             target.factory(scenario.max_bytes, scenario.object_nbytes),
             _snapshot_of(target),
@@ -376,21 +391,84 @@ class _Run:
         self.state = matching[0]
         self.settle()
 
-    def check_closed(self) -> None:
+    def check_closed(self, how: str = "close()") -> None:
         final = self.gate.final
         expected = observe(self._open_inner)
         if final is None:
-            self.fail("close() did not close the inner store")
+            self.fail(f"{how} did not close the inner store")
         elif final != expected and (
             # Compared as verify compares states: the pinned keys' order is observable only under upstream.
-            self.target.exact_order
-            or self.scenario.profile != "strict"
-            or observed(final) != observed(expected)
+            self.target.exact_order or self.scenario.profile != "strict" or observed(final) != observed(expected)
         ):
-            self.fail(f"the inner store before close holds {final}, the spec says {expected}")
-        alive = threading.active_count()
-        if alive != self.threads_before:
-            self.fail(f"{alive - self.threads_before} thread(s) outlived close()")
+            self.fail(f"the inner store before {how} closed it holds {final}, the spec says {expected}")
+        alive = self.new_threads()
+        if alive:
+            self.fail(f"{len(alive)} thread(s) outlived {how}: {', '.join(sorted(t.name for t in alive))}")
+
+    def new_threads(self) -> list[threading.Thread]:
+        """The threads still running that the store started (the driver's own releasers aside)."""
+        return [t for t in threading.enumerate() if t not in self.threads_before and t.name != _RELEASER]
+
+    def drop(self) -> None:
+        """The ``drop`` ending: let go of the store without closing it, then
+        let the writer go and check, through the inner store, that it applied
+        every queued batch in order (up to a failure), closed the inner store
+        once, after the last put (not again if it was closed already), and
+        ended. Every wait is bounded by ``DROP_WAIT``."""
+        state = self.state
+        expected = drop(state)
+        closes = self.gate.closes
+        if not state.closed:
+            self._open_inner = drain(state).inner
+        try:
+            collected: Callable[[], object] = weakref.ref(self.store)
+        except TypeError:  # a class without weak references: only the collector can say
+            collected = lambda: None  # noqa: E731
+        self.store = None  # the driver's only reference
+        if collected() is not None:  # in a reference cycle: the cyclic collector frees it
+            gc.collect()
+        deadline = time.monotonic() + DROP_WAIT
+        # No batch moves until now, so a store that closes its inner store at
+        # once (under the writer's held put) is caught in the act.
+        self.gate.open()
+        if collected() is not None:
+            self.fail(
+                "the dropped store is still referenced after gc.collect() (by its own writer thread?), "
+                "so dropping it cannot end its writer"
+            )
+        if not state.closed:
+            self.gate.wait_for("closes", closes + 1, max(deadline - time.monotonic(), 0.001))
+        for thread in self.new_threads():
+            thread.join(max(0.0, deadline - time.monotonic()))
+        alive = self.new_threads()
+        if alive:
+            self.fail(
+                f"{len(alive)} thread(s) still ran {DROP_WAIT:g} s after the store was dropped "
+                f"({', '.join(sorted(t.name for t in alive))}): its writer must end once the queued batches are applied"
+            )
+        done, closed_at = self.gate.finished, self.gate.closed_at
+        if state.closed:
+            if self.gate.closes != closes:
+                self.fail(f"dropping the closed store closed the inner store again ({self.gate.closes} closes)")
+        elif self.gate.closes == closes:
+            self.fail(f"the inner store was not closed {DROP_WAIT:g} s after the store was dropped")
+        elif self.gate.closes > closes + 1:
+            self.fail(f"the dropped store closed its inner store {self.gate.closes - closes} times, not once")
+        elif closed_at != (expected.applied, expected.applied):
+            entered, finished = closed_at or (0, 0)
+            running = " while one ran" if entered > finished else ""
+            self.fail(
+                f"the dropped store closed its inner store after {finished} inner put(s){running}; "
+                f"the spec says after all {expected.applied} (the queued batches first)"
+            )
+        if self.gate.entered != expected.applied or done != expected.applied:
+            self.fail(
+                f"after the drop the writer made {self.gate.entered} inner calls ({done} finished), "
+                f"the spec {expected.applied}"
+            )
+        self.state = expected
+        if not state.closed:
+            self.check_closed("the drop")
 
     _open_inner: State  # the inner state just before the first close
 
@@ -404,7 +482,8 @@ class _Run:
         ops_ = self.scenario.ops
         try:
             self.settle()
-            for op in (*ops_, Close()):
+            dropped = self.scenario.ending == "drop"
+            for op in ops_ if dropped else (*ops_, Close()):
                 self.report.steps += 1
                 if not isinstance(op, Release) and kind_of(op).owner is OwnerCall.CLOSE and not self.state.closed:
                     self._open_inner = drain(self.state).inner
@@ -413,6 +492,10 @@ class _Run:
                     self.release(op.batches)
                 else:
                     self.owner(op)
+            if dropped:
+                self.report.steps += 1
+                self.log.append(f"  {self.report.steps:>3}. [the owner drops the store without closing it]")
+                self.drop()
             if self.gate.timed_out:
                 self.fail("the writer waited at the gate until it timed out")
             if self.gate.entered != self.state.applied or self.gate.finished != self.state.applied:
@@ -424,7 +507,7 @@ class _Run:
             return self.report
         finally:
             self.gate.open()
-            if not self.state.closed:
+            if not self.state.closed and self.store is not None:
                 with contextlib.suppress(Exception):  # already failing; only the cleanup matters
                     self.store.close()
 

@@ -29,7 +29,7 @@ from auxspec.engine.ops import (
     Stats,
 )
 from auxspec.engine.table import kind_of
-from auxspec.models.background import BgState, OwnerCall, inner_calls_to_drain, put, writer_step
+from auxspec.models.background import ENDINGS, BgState, OwnerCall, inner_calls_to_drain, put, writer_step
 from auxspec.models.sequential import Ok
 
 # The owner calls are the op alphabet's; Release is the driver's own step
@@ -54,6 +54,10 @@ class Scenario:
     ``max_pending_batches`` may be a value the constructor rejects, and
     ``inner`` may be ``"none"`` (``None`` given as the inner store, strict
     only): the scenario then checks the constructor's error and runs nothing.
+
+    ``ending``: after ``ops``, the owner closes the store (``"close"``) or
+    lets go of it without closing it (``"drop"``, strict only: vLLM's writer
+    keeps its store alive, so upstream defines no drop).
     """
 
     profile: str
@@ -63,6 +67,13 @@ class Scenario:
     ops: tuple[Step, ...]
     faults: tuple[tuple[int, Callable[[], BaseException]], ...] = ()
     inner: str = "store"
+    ending: str = "close"
+
+    def __post_init__(self) -> None:
+        if self.ending not in ENDINGS:
+            raise ValueError(f"ending must be one of {ENDINGS}, not {self.ending!r}")
+        if self.ending == "drop" and self.profile != "strict":
+            raise ValueError("a drop ending is strict only (upstream does not define a dropped store)")
 
 
 def _follow(state: BgState, call: Op) -> BgState:
@@ -118,7 +129,8 @@ def scenarios(
     queued, close with batches queued, injected faults. ``extensions``
     (``read_into``, ``flush``, ``len``, ``in``, ``stats``, ``with``) default
     to strict only, as vLLM has none of them; invalid input and the forms
-    that change the caller's values after the call are strict only.
+    that change the caller's values after the call are strict only, and so
+    is a third of the scenarios ending in a drop rather than a close.
     """
     strict = profile == "strict"
     use_extensions = strict if extensions is None else extensions
@@ -162,6 +174,7 @@ def scenarios(
         st.integers(1, 3),
         st.lists(op, max_size=max_ops).map(tuple),
         fault_list.map(tuple),
+        ending=st.sampled_from(("close", "close", "drop")) if strict else st.just("close"),
     )
 
 
@@ -182,8 +195,10 @@ def background_scenario(data: bytes, profile: str = "strict") -> Scenario:
     ``data[0]`` picks ``max_pending_batches`` (1-3) and an optional injected
     fault, or (from ``BACKGROUND_CONSTRUCTORS`` on) a bound the constructor
     rejects or a ``None`` inner store; ``data[1]`` is the length ``n`` of a
-    schedule, ``data[2:2+n]``, one byte per owner call: how many queued
-    batches the writer may apply before it (0-3). The owner calls are
+    schedule (``data[1] % 25``), ``data[2:2+n]``, one byte per owner call:
+    how many queued batches the writer may apply before it (0-3); under
+    ``strict``, ``data[1] // 25 % 3 == 2`` (about a third of its values)
+    ends the scenario with a drop instead of a close. The owner calls are
     ``decode(data[2+n:])``, the store harness's alphabet (under ``upstream``
     without read_into, observations or Python forms: vLLM's background store
     has none of them and does not snapshot a batch).
@@ -215,7 +230,28 @@ def background_scenario(data: bytes, profile: str = "strict") -> Scenario:
         sizes = (1, 1)  # a store that cannot be built has no ops: the writer has nothing to do
     max_bytes, nbytes = sizes
     assert isinstance(max_bytes, int) and isinstance(nbytes, int)
-    return Scenario(profile, int(max_bytes), int(nbytes), bound, tuple(ops), faults, inner)  # not yet int subclasses
+    ending = "close"
+    tail = data[1] // (BACKGROUND_MAX_OPS + 1) if len(data) > 1 else 0
+    if strict and tail % 3 == 2:
+        ending = "drop"
+        ops += drop_tail(tail // 3 + 1, int(nbytes))
+    # not yet int subclasses
+    return Scenario(profile, int(max_bytes), int(nbytes), bound, tuple(ops), faults, inner, ending)
+
+
+def drop_tail(count: int, object_nbytes: int) -> list[Step]:
+    """The last ``count`` (1-3) puts of a scenario that ends in a drop, so
+    the store is dropped with batches queued and the writer held at the
+    gate: a key pinned, a second whose put releases that pin to zero (a
+    terminal move), a third plain one. The keys are the codec's, so they meet
+    the scenario's own: they evict, fail on a store full of pinned keys, and
+    so on."""
+    first, second, third = (Put(((key, bytes([9 - i]) * object_nbytes),)) for i, key in enumerate(TAIL_KEYS))
+    tail = [replace(first, retain=(TAIL_KEYS[0],)), replace(second, release=(TAIL_KEYS[0],)), third]
+    return list(tail[:count])
+
+
+TAIL_KEYS = ("k0", "k1", "k2")  # of the codec's classic key pool (engine.codec)
 
 
 def _one_pass(op: Op) -> Op:
@@ -249,7 +285,9 @@ def scaled_background_scenario(data: bytes, profile: str = "strict") -> Scenario
     ``data[1]`` how the writer is let go (``HOLDS``: held at the gate so the
     queue fills and every later put waits on a full queue, released now and
     then, after each call, or in bursts as large as the bound) and, in its top
-    bits, whether a fault is injected; ``data[2]`` the fault's inner call index
+    bits, whether a fault is injected, and in bits 4-5 (both set, a quarter
+    of the time, strict only) a drop ending instead of a close;
+    ``data[2]`` the fault's inner call index
     (log-uniform, 0 to ``SCALED_FAULT_INDEX``) and type, or, a quarter of the
     time with no fault, puts without pins (a history no failure cuts short,
     so more than 64 batches are applied). The rest, its first
@@ -296,4 +334,9 @@ def scaled_background_scenario(data: bytes, profile: str = "strict") -> Scenario
         sizes, ops = (1, 1), []
     max_bytes, nbytes = sizes
     assert isinstance(max_bytes, int) and isinstance(nbytes, int)
-    return Scenario(profile, int(max_bytes), int(nbytes), bound, tuple(ops), faults)  # not yet as int subclasses
+    ending = "close"
+    if strict and padded[1] >> 4 & 3 == 3:
+        ending = "drop"
+        ops += drop_tail(3, int(nbytes))
+    # not yet int subclasses
+    return Scenario(profile, int(max_bytes), int(nbytes), bound, tuple(ops), faults, ending=ending)

@@ -18,6 +18,10 @@ calls and writer steps are pure functions of that state, like
   inner call).
 - owner calls: ``put``, ``get_concatenated``, ``read_into``, ``flush``,
   ``observe`` (``len``, ``in``, ``stats``) and ``close``.
+- ``drop`` (strict only) - the owner lets go of the store without closing
+  it: the writer applies what is queued, the inner store is closed once,
+  after the last put, and the writer ends; no one hears of a failure. A
+  scenario ends with ``close`` or ``drop`` (``ENDINGS``).
 
 Backpressure: ``put`` cannot return while ``max_pending_batches`` batches wait
 unstarted. So at most ``max_pending_batches + 1`` batches are outstanding at
@@ -253,9 +257,7 @@ def table_markdown(profile: str) -> str:
     rows = ["| writer \\ call | " + " | ".join(call.value for call in calls) + " |"]
     rows.append("| --- " * (len(calls) + 1) + "|")
     for writer in Writer:
-        cells = (
-            ", ".join(r.value for r in Result if r in TRANSITIONS[profile][writer, call]) for call in calls
-        )
+        cells = (", ".join(r.value for r in Result if r in TRANSITIONS[profile][writer, call]) for call in calls)
         rows.append(f"| {writer.value} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -539,3 +541,34 @@ def close(state: BgState) -> tuple[BgState, BgOutcome]:
         return replace(closed, seen=True), Latched(drained.error)
     return closed, Ok()
 
+
+# --------------------------------------------------------------------- endings
+# How a scenario leaves the store: ``close`` (the owner's last call) or
+# ``drop`` (the owner lets go of the store without closing it; strict only).
+
+ENDINGS = ("close", "drop")
+
+
+def drop(state: BgState) -> BgState:
+    """The store becomes garbage without ``close`` (strict only: vLLM's
+    writer keeps its store alive, so a dropped one is never collected).
+
+    The writer applies every queued batch in order (up to a first failure,
+    as ever), then the inner store is closed, once, after the last put, and
+    the writer ends. No caller is left, so a failure is reported to no one.
+    A store already closed is left as it is: its inner store is not closed
+    again.
+
+    pre: check_background(state)
+    raises: UndefinedInput
+    post: check_background(__return__) and __return__.closed
+    post: not state.closed or __return__ is state
+    post: __return__.applied == drain(state).applied
+    """
+    if state.profile != "strict":
+        raise UndefinedInput("upstream does not define a dropped store (its writer keeps it alive)")
+    if state.closed:
+        return state
+    drained = drain(state)
+    inner, _ = model.close(drained.inner)
+    return replace(drained, inner=inner, closed=True)
