@@ -139,8 +139,13 @@ def test_the_machine_catches_a_planted_bug(
     # The minimal scenario fails on the variant and passes on auxstore.
     scenario = scen.Scenario("strict", 2, 2, 2, ops)
     gated.run_scenario(gated.auxstore_target(), scenario)
+    # The writer is let go `delay` after a waiting call starts. At the default
+    # 2 ms, an owner that loses the CPU that long under load makes its call
+    # only after the writer has moved on (CloseDropsQueued's close then finds
+    # the queue already empty), and the bug does not show. Half a second makes
+    # that pause unlikely; a correct store passes at any delay.
     with pytest.raises(gated.Violation):
-        gated.run_scenario(target, scenario)
+        gated.run_scenario(target, scenario, delay=0.5)
     # And Hypothesis finds it on its own.
     violation = _search(target, examples=300)
     assert violation is not None, f"the machine did not catch {variant.__name__}"

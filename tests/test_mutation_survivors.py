@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import pytest
 
-from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore, CapacityError
+from auxstore import BackgroundBlockObjectStore, BlockObject, BlockObjectStore, BlockObjectStoreError, CapacityError
 
 
 class _Key(str):
@@ -269,3 +269,46 @@ def test_a_payload_that_is_no_buffer_is_named_with_its_key_and_type() -> None:
         store.put([BlockObject("a", 5)])  # type: ignore[arg-type]
     assert len(store) == 0
     store.close()
+
+
+class _UnhashableKey(str):
+    """A str subclass key whose ``__hash__`` raises."""
+
+    def __hash__(self) -> int:
+        raise ValueError("no hash")
+
+
+def test_a_key_whose_hash_raises_is_named_with_its_type_and_the_error() -> None:
+    # The TypeError names the key's type and the error its hash raised.
+    # Mutants (seed 5): either type shown as NoneType.
+    store = BlockObjectStore(max_bytes=4, object_nbytes=2)
+    background = BackgroundBlockObjectStore(BlockObjectStore(max_bytes=4, object_nbytes=2), max_pending_batches=1)
+    tail = "of type _UnhashableKey cannot be hashed: ValueError: ValueError('no hash')"
+    for target in (store, background):
+        with pytest.raises(TypeError) as raised:
+            target.put([BlockObject(_UnhashableKey("a"), b"aa")])
+        assert str(raised.value) == f"key {tail}"
+    with pytest.raises(TypeError) as raised:
+        store.put([], retain_keys=[_UnhashableKey("a")])
+    assert str(raised.value) == f"a key of retain_keys {tail}"
+    with pytest.raises(TypeError) as raised:
+        store.get_concatenated([_UnhashableKey("a")])
+    assert str(raised.value) == f"a key of keys {tail}"
+    assert len(store) == 0 and background.get_concatenated([]) == b""
+    store.close()
+    background.close()
+
+
+def test_a_background_store_names_its_state_in_its_repr() -> None:
+    # Open, failed (a batch the inner store refused is latched), closed.
+    # Mutant (seed 5): "FAILED" for "failed".
+    inner = BlockObjectStore(max_bytes=2, object_nbytes=2)
+    store = BackgroundBlockObjectStore(inner, max_pending_batches=1)
+    assert repr(store) == f"BackgroundBlockObjectStore(max_pending_batches=1, open, store={inner!r})"
+    store.put([BlockObject("a", b"aa"), BlockObject("b", b"bb")])  # two objects, room for one
+    with pytest.raises(BlockObjectStoreError, match="a background write failed"):
+        store.flush()
+    assert repr(store) == f"BackgroundBlockObjectStore(max_pending_batches=1, failed, store={inner!r})"
+    with pytest.raises(BlockObjectStoreError, match="a background write failed"):
+        store.close()
+    assert repr(store) == f"BackgroundBlockObjectStore(max_pending_batches=1, closed, store={inner!r})"

@@ -169,6 +169,20 @@ def test_check_invariants_catches_every_store_corruption_with_several_chunks(sma
                 store.check_invariants()
 
 
+def test_objects_bigger_than_the_first_chunk_get_chunks_of_at_least_one_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    # _FIRST_CHUNK_BYTES (1 GiB) smaller than one object: each chunk still
+    # holds a slot. Mutant (seed 5, _Growth.plan__mutmut_15, the floor of one
+    # slot dropped): the chunk was 0 bytes, so no store of objects over 1 GiB
+    # could be made (mmap refuses a length of 0).
+    monkeypatch.setattr(store_module, "_FIRST_CHUNK_BYTES", N)
+    big = 2 * N
+    store = BlockObjectStore(max_bytes=3 * big, object_nbytes=big)
+    store.put([BlockObject(k, k.encode() * big) for k in "abc"])  # how many chunks is not the point
+    assert store.get_concatenated(["c", "a"]) == b"c" * big + b"a" * big
+    store.check_invariants()
+    store.close()
+
+
 def test_a_slot_made_past_the_mapped_chunks_maps_one_more(small_chunks: None) -> None:
     store = BlockObjectStore(max_bytes=8 * N, object_nbytes=N)
     store.put([obj("a"), obj("b")])
