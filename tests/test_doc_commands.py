@@ -133,6 +133,7 @@ RULES: list[tuple[str, Plan]] = [
     (r"^git (add|commit) ", NotRun("commits to the reader's checkout")),
     (r"test_against_auxstore\.py", NotRun("vLLM's own tests from its sdist, not redistributed (docs/drop-in.md)")),
     (r"\$OLD", NotRun("needs a checkout of an older commit ($OLD) beside this one")),
+    (r"stamina", NotRun("the stamina run, about 100 minutes of both cores; these fuzz/run flags run above")),
     (r"^make verify$", Elsewhere("tests/test_doc_commands.py", "test_make_verify_recipe_runs")),
     (r"fuzz/coverage --check --with-faults", Elsewhere("tests/test_fuzz_corpus.py", "--with-faults")),
     (r"tests/ports/subtle/measure\.py", Elsewhere("tests/test_doc_commands.py", "test_measure_runs")),
