@@ -23,8 +23,9 @@ from auxspec.engine.codec import (
     SPECIAL_SIZES,
     decode,
 )
-from auxspec.engine.compare import compare
-from auxspec.engine.expect import expected_new
+from auxspec.engine.compare import apply, compare, construct
+from auxspec.engine.expect import expected_new, expected_outcomes
+from auxspec.engine.observable import observed
 from auxspec.engine.ops import (
     ALL,
     CORE,
@@ -38,6 +39,7 @@ from auxspec.engine.ops import (
     Exit,
     Flush,
     Get,
+    KeyStr,
     Len,
     Op,
     Put,
@@ -320,7 +322,25 @@ UNGUARDED_PORT = textwrap.dedent(
 PORTS = Path(__file__).resolve().parent / "ports"
 
 
-def test_the_scaled_scope_passes_callbacks_into_the_store_and_int_subclass_sizes() -> None:
+def _keys_of(op: Op) -> list[object]:
+    """Every key ``op`` carries (its objects', pins', reads' and ``in``'s)."""
+    if isinstance(op, Contains):
+        return [op.key]
+    if isinstance(op, Put):
+        lists: list[object] = [op.objects, op.retain, op.release]
+    elif isinstance(op, (Get, ReadInto)):
+        lists = [op.keys]
+    else:
+        return []
+    found: list[object] = []
+    for values in lists:
+        for item in () if isinstance(values, Bad) else values:  # type: ignore[union-attr]
+            if not isinstance(item, Bad):
+                found.append(item[0] if isinstance(item, tuple) else item)
+    return found
+
+
+def test_the_scaled_scope_passes_callbacks_into_the_store_and_int_and_str_subclasses() -> None:
     # Only where the spec defines the outcome: strict, a Python caller.
     rng = random.Random(11)
     seen: set[str] = set()
@@ -330,12 +350,138 @@ def test_the_scaled_scope_passes_callbacks_into_the_store_and_int_subclass_sizes
             trace = decode(data, profile, features)
             forms = {op.form for op in trace.ops if isinstance(op, (Put, Get, ReadInto))}
             subclass = type(trace.max_bytes) is SizeInt and type(trace.object_nbytes) is SizeInt
+            keys = [key for op in trace.ops for key in _keys_of(op)]
+            key_types = {type(key) for key in keys}
             if profile != "strict" or features != ALL:
                 assert not forms & set(REENTRANT_FORMS) and not subclass, (profile, features)
+                assert KeyStr not in key_types, (profile, features)
             else:
                 seen |= forms & set(REENTRANT_FORMS)
                 seen |= {"SizeInt"} if subclass else set()
-    assert seen == {*REENTRANT_FORMS, "SizeInt"}
+                if KeyStr in key_types:
+                    # Every valid key of the trace at once; an invalid (int) key stays an int.
+                    assert key_types <= {KeyStr, int}, key_types
+                    seen.add("KeyStr")
+                    # Not a byte more read: with the style byte's KeyStr bit
+                    # (bit 3 of its part above style and pattern) cleared, the
+                    # same ops (KeyStr equals its value), only the keys' type differs.
+                    style = data[5]  # after the selector, capacity, object size, remainder and pool
+                    assert style // 18 // 8 % 2 == 1
+                    plain = decode(data[:5] + bytes([style - 8 * 18]) + data[6:], profile, features)
+                    assert plain == trace
+                    assert KeyStr not in {type(key) for op in plain.ops for key in _keys_of(op)}
+    assert seen == {*REENTRANT_FORMS, "SizeInt", "KeyStr"}
+
+
+def _key_str_traces(count: int) -> list[Trace]:
+    """``count`` scaled strict traces whose keys are ``KeyStr``, drawn by a fixed seed."""
+    rng = random.Random(5)
+    found: list[Trace] = []
+    while len(found) < count:
+        trace = decode(bytes([rng.randrange(SCALED, SPECIAL_SIZES)]) + rng.randbytes(300), "strict", ALL)
+        if any(type(key) is KeyStr for op in trace.ops for key in _keys_of(op)):
+            found.append(trace)
+    return found
+
+
+def _outcomes(trace: Trace, target_name: str) -> list[object]:
+    """Each op's outcome on a new store of ``target_name``, and its observable state after it."""
+    target = load_target(target_name)
+    store, created = construct(target.factory, trace, target.errors)
+    seen: list[object] = [created]
+    for op in trace.ops if store is not None else ():
+        seen.append(apply(store, op, target.errors))
+        assert target.observe is not None
+        seen.append(observed(target.observe(store)))
+    return seen
+
+
+def test_str_subclass_keys_replay_as_their_plain_values() -> None:
+    # The trace file writes a KeyStr as a plain str: read back, the same trace
+    # with plain keys, which each store answers exactly as it answers the KeyStr
+    # one, op by op and state by state.
+    a, b = KeyStr("a"), KeyStr("b")
+    # Every op that carries keys, in each form, an `in` that hits among them (random traces rarely hold one).
+    written = Trace(
+        "strict",
+        SizeInt(4),
+        SizeInt(2),
+        tuple(
+            op
+            for form in ("list", "tuple", "iter", "reenter-get")
+            for op in (
+                Put(((a, b"a1"), (b, b"b1")), (a,), (), form=form),
+                Contains(a),
+                Get((b, a), form=form),
+                ReadInto((a,), 2, form=form),
+                Put((), (), (a,), form=form),
+                Contains(b),
+                Put(((KeyStr("c"), b"c1"),), form=form),
+                Contains(b),
+            )
+        ),
+    )
+    contained = 0
+    for trace in [written, *_key_str_traces(12)]:
+        text = traces.dumps(traces.vector_from_trace(trace, "keystr"))
+        assert "KeyStr" not in text
+        plain = traces.loads(text).trace
+        assert plain.ops == trace.ops and all(type(key) is not KeyStr for op in plain.ops for key in _keys_of(op))
+        assert json.loads(json.dumps(op_to_json(trace.ops[0]))) == op_to_json(plain.ops[0])
+        for target in ("auxstore", "auxspec:ReferenceStore"):
+            assert compare(trace, load_target(target)) is None, target
+            assert _outcomes(trace, target) == _outcomes(plain, target), target
+        contained += sum(1 for value in _outcomes(trace, "auxspec:ReferenceStore") if value == Ok(True))
+        for _, snapshot in expected_outcomes(trace):  # the model is given the plain values
+            assert all(type(key) is str for key, _ in (*snapshot.entries, *snapshot.references))
+    assert contained >= 8  # `in` is checked on a hit, not only a miss
+
+
+# Two ports that take a str subclass key as something other than its value:
+# the simple correct port whose put refuses any key not exactly a str (as a
+# port checking `type(key) is str` or `PyUnicode_CheckExact` does), and the
+# reference store whose `in` says False for such a key.
+KEY_TYPE_PORT_CHECK = "if not isinstance(key, str) or payload is None"
+KEY_IN_PORT = textwrap.dedent(
+    """
+    from auxspec.reference.store import ReferenceStore
+
+    class BlockObjectStore(ReferenceStore):
+        def __contains__(self, key):
+            if type(key) is not str:
+                return False
+            return super().__contains__(key)
+    """
+)
+
+
+def _key_exact_port(tmp_path: Path) -> Path:
+    source = (PORTS / "simple_port.py").read_text()
+    assert source.count(KEY_TYPE_PORT_CHECK) == 1
+    port = tmp_path / "exact_key_type.py"
+    port.write_text(
+        source.replace(KEY_TYPE_PORT_CHECK, "if type(key) is not str or payload is None")
+        + "\n\nBlockObjectStore = make(None)\n"
+    )
+    return port
+
+
+@pytest.mark.parametrize("port", ["put-refuses", "in-false"])
+def test_verify_finds_a_port_that_does_not_take_a_str_subclass_key_by_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], port: str
+) -> None:
+    if port == "put-refuses":
+        path = _key_exact_port(tmp_path)
+    else:
+        path = tmp_path / "in_false.py"
+        path.write_text(KEY_IN_PORT)
+    asked = (Contains("a"),) if port == "in-false" else ()  # the simple port has no `in`
+    plain = Trace("strict", 4, 2, (Put((("a", b"a1"),), ("a",)), *asked, Get(("a",)), Put((), (), ("a",))))
+    assert compare(plain, load_target(str(path))) is None  # right for plain keys
+    argv = ["verify", str(path), "--max-time", "10", "--seed", "1", "--large-stores", "off"]
+    argv += ["--out", str(tmp_path / "found.jsonl")]
+    assert cli.main(argv) == 1
+    assert "KeyStr(" in capsys.readouterr().out  # the printed trace shows the key's type
 
 
 @pytest.mark.parametrize("form", REENTRANT_FORMS)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from auxspec.engine.compare import apply
-from auxspec.engine.ops import CORE, OBSERVE, READ_INTO, STATS, Close, Features, Get, Op, Put, ReadInto
+from auxspec.engine.ops import CORE, OBSERVE, READ_INTO, STATS, Close, Features, Get, Op, Put, ReadInto, plain_key
 from auxspec.engine.table import BY_NAME, STATS_FIELDS
 from auxspec.engine.target import Observe, PortBroken, Target, load_target
 from auxspec.engine.traces import (
@@ -492,7 +492,8 @@ class ProcessStore:
         return count
 
     def __contains__(self, key: object) -> bool:
-        found: bool = self._call("contains", key=key)
+        # A str subclass key (ops.KeyStr) goes as its plain value, as op_to_json sends every other key.
+        found: bool = self._call("contains", key=plain_key(key) if isinstance(key, str) else key)
         return found
 
     def stats(self) -> model.Stats:

@@ -34,6 +34,7 @@ from auxspec.engine.ops import (
     UNDEFINED,
     Bad,
     Features,
+    KeyStr,
     KeyValue,
     Op,
     PayloadValue,
@@ -220,10 +221,13 @@ def _scaled(src: _Bytes, selector: int, profile: str, features: Features, invali
     of ``max_bytes`` (any, so it is rarely a multiple), the key pool (1 to four
     times the capacity, at most 255 keys), the key style and payload pattern
     (and, under ``strict`` for a Python target, in the same byte's top bits:
-    whether the sizes are an ``int`` subclass, and whether the one-pass
-    generators of this trace call back into the store, ``REENTRANT_FORMS``;
-    neither reads a byte more, so inputs decode to the same ops as before
-    these were added, up to the size's type and the form's name),
+    whether the sizes are an ``int`` subclass (``SizeInt``), whether the
+    one-pass generators of this trace call back into the store
+    (``REENTRANT_FORMS``), and whether its keys are a ``str`` subclass
+    (``KeyStr``: every str key of its key table, so every op that carries
+    keys passes them; the invalid int key stays an int); none reads a byte
+    more, so inputs decode to the same ops as before these were added, up to
+    the size's and the key's type and the form's name),
     and the swarm mask: which of get, read_into, the observations, close, puts
     of pins only and puts of releases only are on, whether ops come in runs,
     and how long key lists may be (up to eight times the classic lengths, so
@@ -236,19 +240,20 @@ def _scaled(src: _Bytes, selector: int, profile: str, features: Features, invali
     pool = _log_scale(src.next(), min(255, 4 * capacity + 2))
     style = src.next()
     mask = src.next() | (selector & 1) << 8  # the selector's low bit: runs
-    names = _key_table(KEY_STYLES[style % len(KEY_STYLES)], pool, invalid)
+    # What only a Python caller of the strict store may pass: 0-14, the style
+    # byte's bits above style and pattern (0 for any other target).
+    extra = style // (3 * len(KEY_STYLES)) if python and profile == "strict" else 0
+    names = _key_table(KEY_STYLES[style % len(KEY_STYLES)], pool, invalid, key_str=bool(extra // 8 % 2))
     reading = _Reading(src, object_nbytes, invalid, python, names)
     reading.scale = 1 << (mask >> 6 & 3)  # lists up to 1, 2, 4 or 8 times the classic lengths
     reading.pattern = style // len(KEY_STYLES) % 3
     reading.larger = True
     sizes: tuple[int, int] = (max_bytes, object_nbytes)
-    if python and profile == "strict":  # what only a Python caller of the strict store may pass
-        extra = style // (3 * len(KEY_STYLES))  # 0-14: the style byte's bits above style and pattern
-        if extra % 2:
-            sizes = (SizeInt(max_bytes), SizeInt(object_nbytes))
-        reenter = extra // 2 % 4
-        if reenter:
-            reading.iter_form = REENTRANT_FORMS[reenter - 1]
+    if extra % 2:
+        sizes = (SizeInt(max_bytes), SizeInt(object_nbytes))
+    reenter = extra // 2 % 4
+    if reenter:
+        reading.iter_form = REENTRANT_FORMS[reenter - 1]
     ops = _read_ops(reading, profile, features, _swarm(mask & 63), MAX_SCALED_OPS, runs=bool(mask >> 8))
     return Trace(profile, sizes[0], sizes[1], tuple(ops))
 
@@ -279,10 +284,13 @@ def _swarm(mask: int) -> list[tuple[_Slot, ...]]:
 
 
 @cache
-def _key_table(style: str, pool: int, invalid: bool) -> tuple[KeyValue, ...]:
-    """The key each byte stands for: ``pool`` keys of ``style``, 255 the
-    non-str key 1 when invalid values may be made."""
-    keys = [_key_of(style, index) for index in range(pool)]
+def _key_table(style: str, pool: int, invalid: bool, key_str: bool = False) -> tuple[KeyValue, ...]:
+    """The key each byte stands for: ``pool`` keys of ``style`` (each a
+    ``KeyStr`` when ``key_str``), 255 the non-str key 1 when invalid values
+    may be made."""
+    keys: list[str] = [_key_of(style, index) for index in range(pool)]
+    if key_str:
+        keys = [KeyStr(key) for key in keys]
     table: list[KeyValue] = [keys[byte % pool] for byte in range(256)]
     if invalid:
         table[255] = 1

@@ -19,7 +19,7 @@ from auxspec.models.sequential import Invalid
 
 @dataclass(frozen=True)
 class Key:
-    """One key: a ``str``, or an ``int`` (invalid)."""
+    """One key: a ``str`` (``ops.KeyStr`` among them), or an ``int`` (invalid)."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,9 @@ _BAD_ITEM = (Invalid("object without key and payload"), Invalid("no payload"))
 
 
 def model_key(value: KeyValue) -> model.KeyArg:
-    return value if isinstance(value, str) else Invalid("key that is not a str")
+    # A str subclass key (ops.KeyStr) counts as its plain value, as the
+    # reference store's _by_value takes it: the model sees only plain strs.
+    return str.__str__(value) if isinstance(value, str) else Invalid("key that is not a str")
 
 
 def model_keys(values: KeyList) -> tuple[model.KeyArg, ...]:

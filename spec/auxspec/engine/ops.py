@@ -2,8 +2,9 @@
 
 A trace is a store's parameters plus a list of ops. Values inside ops are the
 Python values a caller would pass, invalid ones included: a key is a ``str``
-(or an ``int``, which is invalid), a payload is ``bytes`` (or ``None``,
-invalid), a read buffer is a size and whether it is read-only. ``Bad`` stands
+(or an ``int``, which is invalid; or a ``KeyStr``, a ``str`` subclass that
+counts as its plain value, as every ``str`` subclass key does), a payload is
+``bytes`` (or ``None``, invalid), a read buffer is a size and whether it is read-only. ``Bad`` stands
 where a whole key list, batch, object or buffer has the wrong shape (a
 ``str`` given as a key list, an object without ``key`` and ``payload``, a
 buffer that is not one).
@@ -170,6 +171,24 @@ class SizeInt(int):
 
     def __repr__(self) -> str:
         return f"SizeInt({int(self)})"
+
+
+class KeyStr(str):
+    """A key given as a ``str`` subclass (as a caller's own str type or a
+    ``StrEnum`` member is): it counts as its plain str value (semantics.md,
+    "Keys and sizes are taken by value"), so the model is given that value
+    (``engine.fields.model_key``). Written to a trace file, or sent to a port
+    behind the process protocol, it is a plain str. Its own ``__hash__`` and
+    ``__eq__`` are str's: it tests a port's type checks, not its hashing."""
+
+    def __repr__(self) -> str:
+        return f"KeyStr({str.__repr__(self)})"
+
+
+def plain_key(value: KeyValue) -> KeyValue:
+    """``value`` as a plain ``str`` if it is a ``str`` (of any subclass);
+    other values (an invalid int key) as they are."""
+    return str.__str__(value) if isinstance(value, str) else value
 
 
 @dataclass(frozen=True)

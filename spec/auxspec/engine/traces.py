@@ -30,6 +30,7 @@ from auxspec.engine.ops import (
     KeyValue,
     Op,
     Trace,
+    plain_key,
 )
 from auxspec.engine.table import BY_NAME, STATS_FIELDS, kind_of, needs
 from auxspec.models import sequential as model
@@ -109,20 +110,23 @@ def _bad_to_json(value: Any) -> Any:
 
 
 def _keys_to_json(keys: KeyList) -> Any:
-    return _bad_to_json(keys) if isinstance(keys, Bad) else list(keys)
+    return _bad_to_json(keys) if isinstance(keys, Bad) else list(map(plain_key, keys))
 
 
 def _batch_to_json(objects: Any) -> Any:
     if isinstance(objects, Bad):
         return _bad_to_json(objects)
     return [
-        _bad_to_json(obj) if isinstance(obj, Bad) else [obj[0], None if obj[1] is None else obj[1].hex()]
+        _bad_to_json(obj) if isinstance(obj, Bad) else [plain_key(obj[0]), None if obj[1] is None else obj[1].hex()]
         for obj in objects
     ]
 
 
+# A str subclass key (ops.KeyStr) is written as its plain str, as json.dumps
+# would write it anyway; made plain here so the line (and a protocol request)
+# holds no subclass instance at all.
 _TO_JSON: dict[type, Any] = {
-    Key: lambda value: value,
+    Key: plain_key,
     Keys: _keys_to_json,
     Batch: _batch_to_json,
     Buffer: _bad_to_json,
