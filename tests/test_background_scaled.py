@@ -5,10 +5,12 @@ index, long histories; the bundled store agrees with the background spec on it."
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from auxspec.drivers import gated
-from auxspec.engine.ops import Put
-from auxspec.generators.background import SCALED_BOUND, Release, scaled_background_scenario
+from auxspec.engine.ops import Bad, KeyStr, Put
+from auxspec.generators.background import SCALED_BOUND, Release, Scenario, scaled_background_scenario
+from auxstore import BackgroundBlockObjectStore
 
 
 def _batches(ops: tuple[object, ...]) -> int:
@@ -40,3 +42,42 @@ def test_the_bundled_background_store_agrees_on_scaled_scenarios() -> None:
     rng = random.Random(3)
     for _ in range(25):
         gated.run_scenario(target, scaled_background_scenario(rng.randbytes(rng.randrange(64, 1024))))
+
+
+class _ExactKeyTypeBackground(BackgroundBlockObjectStore):
+    """A background store whose put refuses a key that is not exactly a
+    ``str`` (``type(key) is str``), rather than taking it by value."""
+
+    def put(self, objects: Any, *, retain_keys: Any = (), release_keys: Any = ()) -> None:
+        if isinstance(objects, (list, tuple)):
+            for obj in objects:
+                key = getattr(obj, "key", "")
+                if isinstance(key, str) and type(key) is not str:
+                    raise TypeError(f"key must be a str, got {type(key).__name__}")
+        super().put(objects, retain_keys=retain_keys, release_keys=release_keys)
+
+
+def test_str_subclass_keys_reach_the_background_store_which_takes_them_by_value() -> None:
+    # Scaled scenarios carry the codec's KeyStr keys: the bundled store agrees
+    # on them, and one that refuses them at put is a violation.
+    rng = random.Random(4)
+    found: list[Scenario] = []
+    while len(found) < 4:
+        scenario = scaled_background_scenario(rng.randbytes(rng.randrange(64, 1024)))
+        keys = [
+            obj[0]
+            for op in scenario.ops
+            if isinstance(op, Put) and not isinstance(op.objects, Bad)
+            for obj in op.objects
+            if not isinstance(obj, Bad)
+        ]
+        if any(type(key) is KeyStr for key in keys):
+            found.append(scenario)
+    violations = 0
+    for scenario in found:
+        gated.run_scenario(gated.auxstore_target(), scenario)
+        try:
+            gated.run_scenario(gated.auxstore_target(_ExactKeyTypeBackground), scenario)
+        except gated.Violation:
+            violations += 1
+    assert violations >= 1

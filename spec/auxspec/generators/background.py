@@ -235,7 +235,8 @@ def background_scenario(data: bytes, profile: str = "strict") -> Scenario:
     if strict and tail % 3 == 2:
         ending = "drop"
         ops += drop_tail(tail // 3 + 1, int(nbytes))
-    # not yet int subclasses
+    # Plain int sizes (not yet int subclasses); keys as decoded, so str subclass
+    # keys (ops.KeyStr) reach the background store, which takes them by value too.
     return Scenario(profile, int(max_bytes), int(nbytes), bound, tuple(ops), faults, inner, ending)
 
 
@@ -338,5 +339,6 @@ def scaled_background_scenario(data: bytes, profile: str = "strict") -> Scenario
     if strict and padded[1] >> 4 & 3 == 3:
         ending = "drop"
         ops += drop_tail(3, int(nbytes))
-    # not yet int subclasses
+    # Plain int sizes (not yet int subclasses); keys as decoded, so str subclass
+    # keys (ops.KeyStr) reach the background store, which takes them by value too.
     return Scenario(profile, int(max_bytes), int(nbytes), bound, tuple(ops), faults, ending=ending)
