@@ -4,10 +4,10 @@ A trace is a store's parameters plus a list of ops. Values inside ops are the
 Python values a caller would pass, invalid ones included: a key is a ``str``
 (or an ``int``, which is invalid; or a ``KeyStr``, a ``str`` subclass that
 counts as its plain value, as every ``str`` subclass key does), a payload is
-``bytes`` (or ``None``, invalid), a read buffer is a size and whether it is read-only. ``Bad`` stands
-where a whole key list, batch, object or buffer has the wrong shape (a
-``str`` given as a key list, an object without ``key`` and ``payload``, a
-buffer that is not one).
+``bytes`` (or ``None``, invalid), a read buffer is a size and whether it is
+read-only. ``Bad`` stands where a whole key list, batch, object or buffer
+has the wrong shape (a ``str`` given as a key list, an object without
+``key`` and ``payload``, a buffer that is not one).
 
 An op's ``form`` says how a Python driver passes the valid values. It never
 changes the outcome, so ports in other languages ignore it:
