@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
+import sys
 import textwrap
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from auxspec import cli
+from auxspec.drivers import verify
 from auxspec.engine import traces
 from auxspec.engine.codec import (
     BIG,
@@ -30,6 +33,7 @@ from auxspec.engine.ops import (
     ALL,
     CORE,
     FORMS,
+    OBSERVE,
     REENTRANT_FORMS,
     SHAPES,
     Bad,
@@ -435,6 +439,23 @@ def test_str_subclass_keys_replay_as_their_plain_values() -> None:
         for _, snapshot in expected_outcomes(trace):  # the model is given the plain values
             assert all(type(key) is str for key, _ in (*snapshot.entries, *snapshot.references))
     assert contained >= 8  # `in` is checked on a hit, not only a miss
+
+
+def test_a_port_behind_the_protocol_is_sent_str_subclass_keys_as_plain_json_strings() -> None:
+    a, b = KeyStr("a"), KeyStr("b")
+    ops: tuple[Op, ...] = (Put(((a, b"a1"), (b, b"b1")), (a,)), Contains(a), Get((b, a)), Put((), (), (a,)))
+    ops += (Contains(b), Close(), Contains(a))
+    for op in ops:  # each line holds only plain strs, not merely strs that json.dumps writes plainly
+        line = op_to_json(op)
+        keys = [*line.get("retain", []), *line.get("release", []), *line.get("keys", []), line.get("key", "")]
+        keys += [obj[0] for obj in line.get("objects", [])]
+        assert keys and all(type(key) is str for key in keys), line
+    target, close = verify.exec_target(f"{shlex.quote(sys.executable)} -m auxspec.cli serve")
+    try:
+        assert OBSERVE in target.features  # `in` goes over the protocol too
+        assert compare(Trace("strict", SizeInt(4), SizeInt(2), ops), target) is None
+    finally:
+        close()
 
 
 # Two ports that take a str subclass key as something other than its value:
