@@ -8,8 +8,7 @@ words, a lost message (``TypeError(None)``), or a wrong value or name in it
 fails here. The sites already compared in full elsewhere in the fast suite
 (``check_invariants``' messages in ``test_mutation_invariants.py``, the
 unnamed type and a repr returning a ``str`` subclass in
-``test_store_rare_paths.py``, the background store's repr in
-``test_mutation_survivors.py``) are not repeated.
+``test_store_rare_paths.py``) are not repeated.
 
 Reentrant calls are found by the code objects of the running calls, which
 mutmut's trampolines replace, so those tests skip under them; the plain-copy
@@ -485,6 +484,29 @@ def test_a_failed_background_write_is_reported_with_its_type_and_text_by_every_l
     for name, call in [*_calls(store).items(), ("close", store.close)]:
         if name != "__enter__":  # entering checks only that the store is open
             assert _message(call, BlockObjectStoreError) == expected, name
+
+
+class _ToldApart(_Refusing):
+    """An inner store whose str is not its repr: the background store's repr must show the repr."""
+
+    def __str__(self) -> str:
+        return "an inner store"
+
+
+@pytest.mark.timeout(60)
+def test_a_background_repr_shows_the_bound_the_state_and_the_inner_stores_repr() -> None:
+    inner = _ToldApart(max_bytes=4 * N, object_nbytes=N)
+    store = BackgroundBlockObjectStore(inner, max_pending_batches=3)
+    shown = f"store={inner!r})"
+    assert shown.startswith("store=BlockObjectStore(profile='strict', capacity=4")
+    assert repr(store) == f"BackgroundBlockObjectStore(max_pending_batches=3, open, {shown}"
+    store.put([obj("bad")])
+    with pytest.raises(BlockObjectStoreError):
+        store.flush()
+    assert repr(store) == f"BackgroundBlockObjectStore(max_pending_batches=3, failed, {shown}"
+    with pytest.raises(BlockObjectStoreError):
+        store.close()
+    assert repr(store) == f"BackgroundBlockObjectStore(max_pending_batches=3, closed, store={inner!r})"
 
 
 def _dead_writer(shared: object) -> None:
