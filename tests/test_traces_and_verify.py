@@ -25,6 +25,7 @@ from auxspec.engine.codec import (
     SCALED,
     SPECIAL_SIZES,
     decode,
+    encode,
 )
 from auxspec.engine.compare import apply, compare, construct
 from auxspec.engine.expect import expected_new, expected_outcomes
@@ -193,6 +194,26 @@ def test_format_2_round_trips_observations_forms_and_shapes() -> None:
     assert traces.loads(text) == vector
     for op in trace.ops:
         assert op_from_json(op_to_json(op), "here") == op
+
+
+def test_empty_text_as_a_key_list_or_batch_is_refused_and_drawn() -> None:
+    """An empty str or bytes given as a batch or key list is a TypeError
+    (strict), like a non-empty one; a store that iterates before it checks
+    would take it as empty. The codec draws both shapes, and they round-trip."""
+    ops = (Put(Bad("empty-str")), Put((), Bad("empty-bytes")), Get(Bad("empty-str")), ReadInto(Bad("empty-bytes"), 4))
+    trace = Trace("strict", 4, 2, ops)
+    vector = traces.vector_from_trace(trace, "empty text", "refused like any str")
+    assert vector.expected == (Err(Kind.TYPE),) * len(ops)
+    assert traces.loads(traces.dumps(vector)) == vector
+    short = Trace("strict", 4, 2, (Put(Bad("empty-str")), Get(Bad("empty-bytes"))))
+    encoded = encode(short)
+    assert encoded is not None and decode(encoded) == short
+    rng = random.Random(7)
+    drawn = set()
+    for _ in range(2000):
+        for op in decode(bytes([rng.randrange(SPECIAL_SIZES)]) + rng.randbytes(200)).ops:
+            drawn |= {value.what for value in vars(op).values() if isinstance(value, Bad)}
+    assert {"empty-str", "empty-bytes"} <= drawn
 
 
 HEADER = '{"format": "auxspec-trace", "version": 1, "profile": "strict", "max_bytes": 4, "object_nbytes": 2}'

@@ -65,7 +65,12 @@ class _Shapeless:
         return "<object without key and payload>"
 
 
-_BAD_VALUES: dict[str, Callable[[], Any]] = {"str": lambda: "k0", "int": lambda: 7}
+_BAD_VALUES: dict[str, Callable[[], Any]] = {
+    "str": lambda: "k0",
+    "int": lambda: 7,
+    "empty-str": lambda: "",
+    "empty-bytes": lambda: b"",
+}
 
 
 class Reentry:

@@ -329,7 +329,7 @@ def _read_key(kind: Key, r: _Reading) -> KeyValue:
 def _read_keys(kind: Keys, r: _Reading) -> Any:
     byte = r.src.next()
     if byte >= 250 and r.invalid and r.python:  # a count byte of 250 and up: a list of the wrong shape
-        r.keys = Bad(BAD_LISTS[byte % 2])
+        r.keys = Bad(BAD_LISTS[(byte - 250) % len(BAD_LISTS)])
     elif r.scale > 1 and kind.role == "release" and byte % 16 == 15 and r.retained:
         # Scaled: release what was retained since the last such release, so
         # many counts return to zero in one put (0 -> 1 -> 0, many keys at once).
@@ -348,7 +348,7 @@ def _read_keys(kind: Keys, r: _Reading) -> Any:
 def _read_batch(kind: Batch, r: _Reading) -> Any:
     byte = r.src.next()
     if byte >= 250 and r.invalid and r.python:
-        return Bad(BAD_LISTS[byte % 2])
+        return Bad(BAD_LISTS[(byte - 250) % len(BAD_LISTS)])
     found: list[Any] = []
     names, read = r.names, r.src.next
     for _ in range(byte % (kind.most * r.scale + 1)):

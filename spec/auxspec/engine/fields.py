@@ -182,7 +182,12 @@ _SHAPE_NAMES = {
 
 def _shown_list(values: Any) -> str:
     if isinstance(values, Bad):
-        return {"str": "'k0' (a str, not a list)", "int": "7 (not iterable)"}[values.what]
+        return {
+            "str": "'k0' (a str, not a list)",
+            "int": "7 (not iterable)",
+            "empty-str": "'' (an empty str, not a list)",
+            "empty-bytes": "b'' (empty bytes, not a list)",
+        }[values.what]
     return repr(list(values))
 
 

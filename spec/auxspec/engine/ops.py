@@ -6,8 +6,9 @@ Python values a caller would pass, invalid ones included: a key is a ``str``
 counts as its plain value, as every ``str`` subclass key does), a payload is
 ``bytes`` (or ``None``, invalid), a read buffer is a size and whether it is
 read-only. ``Bad`` stands where a whole key list, batch, object or buffer
-has the wrong shape (a ``str`` given as a key list, an object without
-``key`` and ``payload``, a buffer that is not one).
+has the wrong shape (a ``str``, empty or not, or empty ``bytes`` given as a
+key list, an object without ``key`` and ``payload``, a buffer that is not
+one).
 
 An op's ``form`` says how a Python driver passes the valid values. It never
 changes the outcome, so ports in other languages ignore it:
@@ -50,7 +51,9 @@ class Bad:
 
 
 # Bad shapes and where each may stand.
-BAD_LISTS = ("str", "int")  # a key list or batch given as the str "k0", or as the int 7
+# A key list or batch given as the str "k0", the int 7, or an empty str or
+# bytes (which a store that iterates before it checks takes as empty).
+BAD_LISTS = ("str", "int", "empty-str", "empty-bytes")
 BAD_OBJECT = "object"  # an object with neither key nor payload, inside a batch
 BAD_BUFFERS = ("not-buffer", "strided")  # None, or a writable buffer that is not C-contiguous
 SHAPES = (*BAD_LISTS, BAD_OBJECT, *BAD_BUFFERS)

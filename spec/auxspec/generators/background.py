@@ -256,10 +256,15 @@ TAIL_KEYS = ("k0", "k1", "k2")  # of the codec's classic key pool (engine.codec)
 
 
 def _one_pass(op: Op) -> Op:
-    """``op`` with a generator that calls back into the store
-    (``REENTRANT_FORMS``) made a plain one: not yet in background scenarios,
-    whose drivers check no caller code that calls the store."""
-    if getattr(op, "form", "list") in REENTRANT_FORMS:
+    """``op`` as a background scenario takes it. A generator that calls
+    ``put([])`` back into the store (``reenter-put``) is kept: the inner put
+    must be refused, and a put of nothing never waits for the writer, so a
+    port that does not refuse it returns at once and is flagged. One that
+    calls ``get_concatenated`` or ``close`` back is made a plain one: those
+    wait for the writer, which the driver holds at its gate, so a port that
+    did not refuse them would hang the search instead of failing it."""
+    form = getattr(op, "form", "list")
+    if form in REENTRANT_FORMS and form != "reenter-put":
         return replace(cast(Put, op), form="iter")  # put, get and read_into alike: each has a form
     return op
 
