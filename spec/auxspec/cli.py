@@ -337,6 +337,20 @@ def explore_background(
     """One part of the background store's time: the exit code when a
     violation is found, else None (the scenarios tried add up in the report)."""
     done = report.get("background_explored", 0)
+    if "background_exit" not in report and args.exec_command is None:
+        # Once per run, first: its time (an interpreter's start-up) is the phase's.
+        checked = verify.check_background_exit(args.target)
+        report["background_exit"] = checked.as_json()
+        reach.phase("background", 0, checked.seconds, 0)
+        seconds = max(seconds - checked.seconds, 0.0)
+        if checked.error is not None:
+            print(f"auxspec: the background store's exit check did not run: {checked.error}", file=sys.stderr)
+            return 2
+        if checked.violation is not None:
+            say(checked.violation)
+            report.update(result="diverges", background={"violation": checked.violation})
+            return _finish(args, report, 1, say)
+        say(f"background store: a program that leaves one open exits ({checked.seconds:.1f} s)")
     say(f"background store: exploring writer schedules for {seconds:.0f} s")
     bar.start("background", None, seconds)
     seed = None if args.seed is None else args.seed + done  # the second part draws other scenarios

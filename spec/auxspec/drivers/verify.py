@@ -15,9 +15,12 @@ store, whose offsets cross 2^30 and 2^31.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -25,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
-from typing import Any
+from typing import IO, Any
 
 from hypothesis import HealthCheck, Phase, configuration, find, settings
 from hypothesis import strategies as st
@@ -402,6 +405,129 @@ def explore_background(
     if reach is not None:
         reach.phase("background", tried, time.monotonic() - started, ops)
     return found_report, tried
+
+
+# ------------------------------------------------------- background exit
+
+# The exit check's bounds. Starting an interpreter, importing the target and
+# running a four-line script takes well under a second; 60 s leaves room for a
+# machine loaded by other runs. Once the script has ended, an interpreter whose
+# writer lets it go exits in milliseconds; one held by a writer never does, so
+# any bound tells them apart: 10 s is a thousand times the need, and short
+# enough that a run that finds the hang is not much longer for it.
+EXIT_START_SECONDS = 60.0
+EXIT_SECONDS = 10.0
+_EXIT_MARK = "auxspec-exit-check: script ended"
+_EXIT_LOAD_FAILED = 3  # the child's status when it cannot load the target or it has no background store
+
+# The child: the target loaded by the string verify got, with this process's
+# sys.path (so it imports the same way), a background store put to and left
+# open, held by a module global, then the end of the script.
+_EXIT_SCRIPT = f"""
+import json, sys
+sys.path[:] = json.loads(sys.argv[2])
+from auxspec.engine.calls import BlockObject
+from auxspec.engine.target import load_target
+try:
+    target = load_target(sys.argv[1] or None)
+    if target.background is None:
+        raise LookupError("it has no background store class")
+except Exception as error:
+    print(f"cannot load {{sys.argv[1] or 'auxstore'}}: {{error}}", file=sys.stderr)
+    sys.exit({_EXIT_LOAD_FAILED})
+STORE = target.background(target.factory(256, 64), max_pending_batches=2)
+STORE.put([BlockObject("a", bytes(64))])
+STORE.put([BlockObject("b", bytes(range(64)))])
+print({_EXIT_MARK!r}, flush=True)
+"""
+
+
+@dataclass(frozen=True)
+class ExitCheck:
+    """What the background exit check saw: how long the child took, and
+    ``violation`` (the program did not exit, or failed) or ``error`` (it could
+    not load the target, so nothing was checked), or neither."""
+
+    seconds: float
+    status: int | None  # the child's exit status; None when it was killed
+    violation: str | None = None
+    error: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        shown: dict[str, object] = {"seconds": round(self.seconds, 2), "status": self.status}
+        if self.violation is not None:
+            shown["violation"] = self.violation
+        if self.error is not None:
+            shown["error"] = self.error
+        return shown
+
+
+def check_background_exit(
+    spec: str | None, start_seconds: float = EXIT_START_SECONDS, exit_seconds: float = EXIT_SECONDS
+) -> ExitCheck:
+    """Run a child interpreter that loads the target named ``spec`` (as
+    ``load_target`` takes it), puts two batches to a background store and
+    ends its script without closing it, the store still held by a module
+    global; the interpreter must then exit, with status 0 (the design's
+    writer is a daemon: an open store does not hold the program). Only the
+    exit is judged, not how the port gets it. A child past a bound is
+    killed."""
+    started = time.monotonic()
+    ended = threading.Event()
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _EXIT_SCRIPT, spec or "", json.dumps(sys.path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+
+        def watch(stdout: IO[str]) -> None:
+            for line in stdout:
+                if line.strip() == _EXIT_MARK:
+                    ended.set()
+
+        assert child.stdout is not None
+        reader = threading.Thread(target=watch, args=(child.stdout,), name="auxspec-exit-check", daemon=True)
+        reader.start()
+        status: int | None = None
+        try:
+            while not ended.wait(0.02) and child.poll() is None:
+                if time.monotonic() - started > start_seconds:
+                    raise subprocess.TimeoutExpired(child.args, start_seconds)
+            status = child.wait(timeout=exit_seconds)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        reader.join()
+        child.stdout.close()
+        errors.seek(0)
+        said = errors.read().strip().splitlines()
+    seconds = time.monotonic() - started
+    tail = f": {' / '.join(said[-3:])}" if said else ""
+    if status is None and ended.is_set():
+        violation = (
+            f"a Python program that leaves a background store open did not exit within {exit_seconds:g} s "
+            "of its script's end: its writer holds the interpreter's exit (DESIGN: a daemon writer)"
+        )
+        return ExitCheck(seconds, None, violation=violation)
+    if status is None:
+        violation = (
+            f"a Python program that builds a background store and puts two batches did not reach its "
+            f"script's end within {start_seconds:g} s (not an exit hang){tail}"
+        )
+        return ExitCheck(seconds, None, violation=violation)
+    if status == _EXIT_LOAD_FAILED and not ended.is_set():
+        return ExitCheck(seconds, status, error=f"a child interpreter could not load the target{tail}")
+    if status != 0 or not ended.is_set():
+        where = "after its script's end" if ended.is_set() else "before its script's end"
+        violation = (
+            f"a Python program that leaves a background store open exited with status {status} {where} "
+            f"(not an exit hang){tail}"
+        )
+        return ExitCheck(seconds, status, violation=violation)
+    return ExitCheck(seconds, status)
 
 
 # ------------------------------------------------------------ large stores
