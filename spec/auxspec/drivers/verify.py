@@ -500,8 +500,10 @@ def check_background_exit(
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-        reader.join()
-        child.stdout.close()
+        # A grandchild the port started may hold the pipe open: not waited for.
+        reader.join(timeout=1.0)
+        if not reader.is_alive():
+            child.stdout.close()
         errors.seek(0)
         said = errors.read().strip().splitlines()
     seconds = time.monotonic() - started
