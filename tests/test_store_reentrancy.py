@@ -153,3 +153,73 @@ def test_a_key_whose_hash_raises_is_a_type_error_that_changes_nothing(make: type
         store.get_concatenated([HashRaises("a")])
     assert HashRaises("a") not in store
     assert store.snapshot() == before
+
+
+def _calls_made_at_every_internal_return(store: BlockObjectStore, call: Callable[[], object]) -> list[str]:
+    """Run ``call`` with a profile hook that, each time a function of the
+    store's module returns while ``call`` runs (as a signal handler could run
+    between any two of its steps), makes a nested ``stats()``; what each
+    nested call did, by the returning function's name."""
+    import sys
+    from types import FrameType
+
+    import auxstore._store as module
+
+    seen: list[str] = []
+    inside = [False]
+    # The nested call's own checks, and the public calls' own returns: the
+    # call has ended there (its guard is cleared), so a call may run.
+    skip = {"_blocked", "_running_call", "put", "get_concatenated", "read_into", "close"}
+
+    def hook(frame: FrameType, event: str, arg: object) -> None:
+        code = frame.f_code
+        if event != "return" or inside[0] or code.co_filename != module.__file__ or code.co_name in skip:
+            return
+        inside[0] = True
+        try:
+            store.stats()
+        except ReentrantCallError:
+            seen.append(f"{code.co_name}: refused")
+        except RuntimeError as error:  # the closed store's error, once close has made its change
+            seen.append(f"{code.co_name}: {type(error).__name__}")
+        else:
+            seen.append(f"{code.co_name}: ran")
+        finally:
+            inside[0] = False
+
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        call()
+    finally:
+        sys.setprofile(previous)
+    return seen
+
+
+OUTER_CALLS: list[tuple[str, Callable[[BlockObjectStore], object]]] = [
+    ("put of new keys", lambda s: s.put([BlockObject("x", b"xxxx"), BlockObject("y", b"yyyy")])),
+    ("put that evicts", lambda s: s.put([BlockObject(k, k.encode() * 4) for k in "xyz"])),
+    ("put with pins", lambda s: s.put([BlockObject("x", b"xxxx")], retain_keys=["x"], release_keys=["b"])),
+    ("get_concatenated", lambda s: s.get_concatenated(["a", "b"])),
+    ("read_into", lambda s: s.read_into(["b", "a"], bytearray(8))),
+    ("close", lambda s: s.close()),
+]
+
+
+@pytest.mark.parametrize(("name", "outer"), OUTER_CALLS, ids=[name for name, _ in OUTER_CALLS])
+def test_a_call_made_between_any_two_steps_of_a_call_is_refused(
+    name: str, outer: Callable[[BlockObjectStore], object]
+) -> None:
+    """Whenever one of the store's internal steps returns, the call is still
+    running (its changes included: the commit's return, the moves' return),
+    so a call made then, as from a signal handler, is refused; once close has
+    made its change the store says it is closed."""
+    store = _new(BlockObjectStore)
+    assert isinstance(store, BlockObjectStore)
+    seen = _calls_made_at_every_internal_return(store, lambda: outer(store))
+    assert seen, "no internal step returned"
+    wrong = [entry for entry in seen if entry.endswith(": ran")]
+    assert not wrong, wrong
+    if name != "close":
+        assert all(entry.endswith(": refused") for entry in seen), seen
+        store.check_invariants()
