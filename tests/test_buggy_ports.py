@@ -81,27 +81,3 @@ def test_verify_explores_a_background_store_and_flags_reads_that_do_not_wait(
     assert code == 1, report
     assert "background" in report and report["result"] == "diverges"
 
-
-BACKGROUND_REENTRY_BUG = """
-from auxstore import BackgroundBlockObjectStore as _Good, BlockObjectStore
-
-
-class BackgroundBlockObjectStore(_Good):
-    # Planted bug: a call made from the store's own caller code is not refused.
-    def _refuse_reentry(self, call):
-        return None
-"""
-
-
-@pytest.mark.timeout(180)
-def test_verify_flags_a_background_store_that_takes_a_put_from_its_own_batch_generator(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Background scenarios keep the reenter-put form: its generator calls
-    put([]) on the same store, which must be refused."""
-    port = tmp_path / "bgreentry.py"
-    port.write_text(BACKGROUND_REENTRY_BUG)
-    code, report = _verify(port, 30, capsys, tmp_path)
-    assert code == 1, report
-    assert report["result"] == "diverges"
-    assert "returned instead of being refused" in json.dumps(report)

@@ -256,15 +256,13 @@ TAIL_KEYS = ("k0", "k1", "k2")  # of the codec's classic key pool (engine.codec)
 
 
 def _one_pass(op: Op) -> Op:
-    """``op`` as a background scenario takes it. A generator that calls
-    ``put([])`` back into the store (``reenter-put``) is kept: the inner put
-    must be refused, and a put of nothing never waits for the writer, so a
-    port that does not refuse it returns at once and is flagged. One that
-    calls ``get_concatenated`` or ``close`` back is made a plain one: those
-    wait for the writer, which the driver holds at its gate, so a port that
-    did not refuse them would hang the search instead of failing it."""
-    form = getattr(op, "form", "list")
-    if form in REENTRANT_FORMS and form != "reenter-put":
+    """``op`` with a generator that calls back into the store
+    (``REENTRANT_FORMS``) made a plain one. The spec's background model
+    defines no call from inside a call (the sequential store's rule,
+    semantics.md section 12, is the inner store's), so a background port that
+    takes such a call is not wrong by the spec (tests/ports/rewrites/
+    r_bg_writer_loop.py is one), and the scenarios do not try it."""
+    if getattr(op, "form", "list") in REENTRANT_FORMS:
         return replace(cast(Put, op), form="iter")  # put, get and read_into alike: each has a form
     return op
 
