@@ -29,6 +29,7 @@ from auxspec.engine.codec import (
 )
 from auxspec.engine.compare import apply, compare, construct
 from auxspec.engine.expect import expected_new, expected_outcomes
+from auxspec.engine.fields import Batch, Key, Keys
 from auxspec.engine.observable import observed
 from auxspec.engine.ops import (
     ALL,
@@ -53,7 +54,7 @@ from auxspec.engine.ops import (
     Trace,
 )
 from auxspec.engine.ops import Stats as StatsOp
-from auxspec.engine.table import needs
+from auxspec.engine.table import kind_of, needs
 from auxspec.engine.target import load_target
 from auxspec.engine.traces import TraceError, op_from_json, op_to_json
 from auxspec.models.sequential import Err, Kind, Ok, Stats
@@ -348,20 +349,19 @@ PORTS = Path(__file__).resolve().parent / "ports"
 
 
 def _keys_of(op: Op) -> list[object]:
-    """Every key ``op`` carries (its objects', pins', reads' and ``in``'s)."""
-    if isinstance(op, Contains):
-        return [op.key]
-    if isinstance(op, Put):
-        lists: list[object] = [op.objects, op.retain, op.release]
-    elif isinstance(op, (Get, ReadInto)):
-        lists = [op.keys]
-    else:
-        return []
+    """Every key ``op`` carries (its objects', pins', reads' and ``in``'s),
+    found by its row's field kinds, so an op added to the table is covered."""
     found: list[object] = []
-    for values in lists:
-        for item in () if isinstance(values, Bad) else values:  # type: ignore[union-attr]
-            if not isinstance(item, Bad):
-                found.append(item[0] if isinstance(item, tuple) else item)
+    for field in kind_of(op).fields:
+        value = getattr(op, field.name)
+        if isinstance(value, Bad):
+            continue
+        if isinstance(field.kind, Key):
+            found.append(value)
+        elif isinstance(field.kind, Keys):
+            found += value
+        elif isinstance(field.kind, Batch):
+            found += [obj[0] for obj in value if not isinstance(obj, Bad)]
     return found
 
 
