@@ -142,7 +142,7 @@ RULES: list[tuple[str, Plan]] = [
     (r"^auxspec explain divergence\.jsonl --target", Run(1, "the port still diverges there: explain says so")),
     (r"-minimize_crash=1", Run(1, "the stand-in crash file does not crash the correct port: libFuzzer says so")),
     (r"AUXSPEC_PROFILE=upstream", Run(needs_upstream=True, env={"PORT": "upstream"})),
-    (r"vllm_store\.py|bench_(store|scale)\.py", Run(needs_upstream=True)),  # the benchmarks' baseline
+    (r"vllm_store\.py|bench_\w+\.py", Run(needs_upstream=True)),  # every benchmark's baseline is vLLM's module
     (r".", Run()),
 ]
 
