@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify test lint crosshair clean
+.PHONY: verify test test-long test-all lint crosshair clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,15 +21,24 @@ verify: $(STAMP)
 	$(BIN)/auxspec vectors --check
 	$(BIN)/auxspec verify --max-time 60
 
+# Both cores (pytest-xdist); a file's tests stay on one worker, in order (a doc's blocks share a namespace);
+# the longest files first (tests/conftest.py).
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+
+# What a contributor runs: everything but the long tier (README: its time and memory).
 test: $(STAMP) lint
-	# Both cores (pytest-xdist); a file's tests stay on one worker, in order (a doc's blocks share a namespace);
-	# the longest files first (tests/conftest.py), and the 25 slowest tests listed at the end.
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
+	@$(PYTEST) -m "not slow and not large_memory" --durations=5
+
+# The long tier: per-port sweeps, mutation samples, CrossHair's teeth, builds, soaks, the 2.2 GB store.
+test-long: $(STAMP)
+	@$(PYTEST) -m "slow or large_memory" --durations=10
+
+test-all: test test-long
 
 lint: $(STAMP)
-	$(BIN)/ruff check impl spec tests benchmarks fuzz
-	$(BIN)/mypy
-	$(BIN)/lint-imports
+	@$(BIN)/ruff check --quiet impl spec tests benchmarks fuzz
+	@$(BIN)/mypy
+	@$(BIN)/lint-imports --no-logo
 
 clean:
 	rm -rf $(VENV)

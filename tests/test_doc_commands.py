@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -235,10 +236,12 @@ def _shell(command: str, where: Path) -> str:
     text = re.sub(rf"(?<!\S)({flags})(\s+)(\d+(?:\.\d+)?)", lambda m: _cut(m, _BUDGETS), command)
     inline = "|".join(re.escape(flag) for flag in _INLINE_BUDGETS)
     text = re.sub(rf"(?<!\S)({inline})(=)(\d+)", lambda m: _cut(m, _INLINE_BUDGETS), text)
+    # /tmp/ first: vLLM's module may itself lie under /tmp/ (a checkout cloned there), and its path is quoted
+    # (a checkout's path may hold a space).
+    text = re.sub(r"(?<![\w.])/tmp/", f"{where}/tmp/", text)
     upstream = upstream_path()
     if upstream is not None:
-        text = text.replace("../shared/upstream/vllm_store.py", str(upstream))
-    text = re.sub(r"(?<![\w.])/tmp/", f"{where}/tmp/", text)
+        text = text.replace("../shared/upstream/vllm_store.py", shlex.quote(str(upstream)))
     if not _OPERATORS.search(text):
         for script, extra in _SHORT_RUNS.items():
             named = re.search(rf"(?<!\S){re.escape(script)}(?!\S)", text)
@@ -353,3 +356,22 @@ def test_command_extraction(tmp_path: Path) -> None:
         (4, "auxspec verify a.py --max-time 60"),
         (12, "make -C ports/c"),
     ]
+
+
+def test_no_command_wrote_into_the_tracked_tree(checkout: Callable[[str], Path]) -> None:
+    # Last in this file: after every command above ran in the reader's checkout, the copied tracked
+    # folders hold exactly the tracked files (fuzzing and verifying write into ignored folders or /tmp/).
+    where = checkout("plain")
+    tracked = subprocess.run(
+        ["git", "ls-files", "fuzz", "docs"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout: the tracked files are unknown")
+    ignored = re.compile(r"(^|/)(__pycache__|artifacts)(/|$)")
+    present = {
+        str(path.relative_to(where))
+        for folder in ("fuzz", "docs")
+        for path in (where / folder).rglob("*")
+        if path.is_file() and not ignored.search(str(path.relative_to(where)))
+    }
+    assert present - set(tracked) == set(), "commands left untracked files in the tracked tree"

@@ -198,3 +198,22 @@ def compare_raw(data: bytes, target: Target) -> None:
     divergence = compare(decode(data, "strict", target.features), target)
     if divergence is not None:
         raise DivergenceFound(divergence.render())
+
+
+def test_a_printed_reproduce_command_states_what_it_needs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A harness's reproduce line runs as printed from any directory: a port file by its absolute path, a
+    # module target with the directory it was found from (and any PYTHONPATH) on PYTHONPATH.
+    from auxspec.drivers import fuzzing
+
+    port = tmp_path / "port.py"
+    port.write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.setenv(fuzzing.TARGET_ENV, "port.py")
+    assert fuzzing.target_args_from_env() == f"--target {port}"
+    assert fuzzing.reproduce_prefix() == ""
+    monkeypatch.setenv(fuzzing.TARGET_ENV, "mypkg.store:MyStore")
+    monkeypatch.setenv("PYTHONPATH", "src")
+    assert fuzzing.reproduce_prefix() == f"PYTHONPATH={tmp_path}{os.pathsep}{tmp_path / 'src'} "
+    monkeypatch.delenv(fuzzing.TARGET_ENV)
+    assert fuzzing.target_args_from_env() == "" and fuzzing.reproduce_prefix() == f"PYTHONPATH={tmp_path / 'src'} "

@@ -540,6 +540,7 @@ def test_a_call_from_caller_code_is_refused_by_the_stores_and_let_through_is_a_d
     port.write_text(UNGUARDED_PORT.format(ports=str(PORTS)))
     found = compare(trace, load_target(str(port)))
     assert found is not None and "returned instead of being refused" in str(found)
+    assert "ReentrantCallError" in str(found) and "semantics.md section 12" in str(found)  # the rule and where it is
 
 
 def test_verify_finds_a_port_that_lets_calls_from_caller_code_through(

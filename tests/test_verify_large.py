@@ -4,10 +4,11 @@ are flagged by ``verify --max-time 10``; the bundled store conforms; ``off``
 skips the phase and says so; the report records it; the watchdog turns a
 trace that hangs or grows without bound into the port's failure.
 
-Memory: each test marked ``large_memory`` builds a 2.2 GB store next to the
-spec's 2.2 GB of payloads, about 4.5 GB at its peak (docs/verifying-a-port.md);
-run them one at a time (they are in one file, so xdist's loadfile keeps them
-on one worker).
+Memory: the default large store (330 MB) peaks under 1 GB; each test marked
+``large_memory`` builds a 2.2 GB store next to the spec's 2.2 GB of payloads,
+about 4.5 GB at its peak (docs/verifying-a-port.md): they run in the long
+tier (``make test-all``), one at a time (they are in one file, so xdist's
+loadfile keeps them on one worker).
 """
 
 from __future__ import annotations
@@ -38,16 +39,39 @@ def _report(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, d
     return code, report
 
 
-@large_memory
 @pytest.mark.timeout(300)
-def test_the_bundled_store_conforms_with_the_large_phase(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, report = _report(capsys, ["--max-time", "10", "--seed", "11", "--out", str(tmp_path / "d.jsonl")])
+@pytest.mark.parametrize(
+    ("size", "ops"),
+    [
+        pytest.param([], 70, id="default-330MB"),  # what verify runs unless told: under 1 GB of memory
+        pytest.param(["--large-bytes", "2.2e9"], 300, id="2.2GB", marks=large_memory),
+    ],
+)
+def test_the_bundled_store_conforms_with_the_large_phase(
+    size: list[str], ops: int, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, report = _report(capsys, ["--max-time", "10", "--seed", "11", "--out", str(tmp_path / "d.jsonl"), *size])
     assert code == 0, report
     phase = report["large_stores"]
     assert phase["ran"] is True and phase["seed"] == 11
-    assert phase["traces"] >= 1 and phase["ops"] > 300, phase
+    assert phase["bytes"] == (large.FULL_BYTES if size else large.DEFAULT_BYTES)
+    assert phase["traces"] >= 1 and phase["ops"] > ops, phase
     assert report["scope"]["phases"]["large"]["ops"] == phase["ops"]
     print(f"large-store phase: {phase['seconds']} s")
+
+
+def test_a_large_store_crosses_its_two_highest_powers_of_two() -> None:
+    for store_bytes, high in ((large.DEFAULT_BYTES, 28), (large.FULL_BYTES, 31), (large.MIN_CAPACITY * 1_000_003, 26)):
+        where = large.Geometry.of(store_bytes)
+        assert where.high == high, (store_bytes, where)
+        for power, slot in ((high - 1, where.straddle_low), (high, where.straddle_high)):
+            first, end = slot * large.OBJECT_NBYTES, (slot + 1) * large.OBJECT_NBYTES
+            assert first < 1 << power < end  # the slot straddles the power of two
+        assert where.capacity - where.past >= large.PAST  # objects wholly past the higher one
+    with pytest.raises(ValueError, match="at least"):
+        large.Geometry.of(large.MIN_CAPACITY * large.OBJECT_NBYTES - 1)
+    full = large.Geometry.of(large.FULL_BYTES)  # the store the planted ports need: past 2^30 and 2^31
+    assert (full.straddle_low, full.straddle_high, full.capacity) == (1073, 2147, 2200)
 
 
 @large_memory
@@ -59,7 +83,7 @@ def test_each_planted_port_is_flagged_only_with_the_large_phase(
     path = str(PORTS / f"{port}.py")
     out = tmp_path / "d.jsonl"
     # Correct on every store the rest of verify builds: the bug needs the large store.
-    argv = [path, "--max-time", "10", "--seed", "11", "--out", str(out)]
+    argv = [path, "--max-time", "10", "--seed", "11", "--out", str(out), "--large-bytes", "2.2e9"]
     code, report = _report(capsys, [*argv, "--large-stores", "off"])
     assert code == 0, report
     started = time.monotonic()
@@ -71,6 +95,7 @@ def test_each_planted_port_is_flagged_only_with_the_large_phase(
     assert phase["ran"] is True
     assert phase["divergence"]["step"] == report["step"] > 0
     assert "--large-stores on" in phase["reproduce"] and "--seed 11" in phase["reproduce"]
+    assert f"--large-bytes {large.FULL_BYTES}" in phase["reproduce"]
     assert not out.exists()  # no vector of gigabytes
     print(f"{port}: flagged in {elapsed:.1f} s at {phase['divergence']['call'][:60]}")
 

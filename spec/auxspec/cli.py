@@ -92,9 +92,17 @@ def main(argv: list[str] | None = None) -> int:
         "--large-stores",
         choices=("auto", "on", "off"),
         default="auto",
-        help="after the search, run traces over a store of 2.2 GB (objects whose byte offsets cross 2^30 and "
-        "2^31; about 10 s and 4.5 GB of memory for the bundled store, on top of --max-time). auto: when "
+        help="after the search, run traces over a large store (--large-bytes; on top of --max-time). auto: when "
         "--max-time is at least 10 and TARGET runs in this process (a port process under --exec only with on)",
+    )
+    check.add_argument(
+        "--large-bytes",
+        type=_large_bytes,
+        default=large.DEFAULT_BYTES,
+        metavar="BYTES",
+        help=f"the large store's size (default {large.DEFAULT_BYTES / 1e6:.0f} MB: offsets cross 2^27 and 2^28, "
+        "under 1 GB of memory in all); 2.2e9 crosses 2^30 and 2^31 and needs about 4.5 GB: the spec holds every "
+        "payload the target stores",
     )
     check.add_argument(
         "--exact-order",
@@ -381,9 +389,10 @@ def _large_stores(
         say(f"large stores: skipped, {skipped}")
         return None
     seed = args.seed if args.seed is not None else random.randrange(2**32)
-    say(f"large stores: a store of {large.MAX_BYTES:,} bytes, objects of {large.OBJECT_NBYTES:,} bytes (seed {seed})")
-    run = verify.explore_large(target, args.profile, seed, known, reach)
-    record: dict[str, Any] = {"ran": True, "seed": seed, "traces": run.traces, "ops": run.ops}
+    where = large.Geometry.of(args.large_bytes)
+    say(f"large stores: a store of {where.describe()} (seed {seed})")
+    run = verify.explore_large(target, args.profile, seed, known, reach, where=where)
+    record: dict[str, Any] = {"ran": True, "bytes": where.max_bytes, "seed": seed, "traces": run.traces, "ops": run.ops}
     record["seconds"] = round(run.seconds, 1)
     report["large_stores"] = record
     if run.divergence is None:
@@ -392,13 +401,14 @@ def _large_stores(
     divergence = run.divergence
     again = ["auxspec", "verify"]
     again += ["--exec", args.exec_command] if args.exec_command else [args.target] if args.target else []
-    again += ["--profile", args.profile, "--large-stores", "on", "--max-time", "0", "--seed", str(seed)]
+    again += ["--profile", args.profile, "--large-stores", "on", "--large-bytes", str(where.max_bytes)]
+    again += ["--max-time", "0", "--seed", str(seed)]
     say(f"large stores: {run.trace} diverges")
     say(divergence.render(last=4))
     say(f"seed {seed}; reproduce with: {shlex.join(again)}")
     say(
         f"no vector written ({args.out} is left as it was): the trace's puts carry about "
-        f"{large.MAX_BYTES / 1e9:.1f} GB of payloads; the seed rebuilds it"
+        f"{where.max_bytes / 1e9:.1f} GB of payloads; the seed rebuilds it"
     )
     record.update(trace=run.trace, reproduce=shlex.join(again), divergence=divergence.summary_json())
     if divergence.deviation:
@@ -603,6 +613,17 @@ def _seconds(positive: bool) -> Any:
         return value
 
     return seconds
+
+
+def _large_bytes(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes") from None
+    least = large.MIN_CAPACITY * large.OBJECT_NBYTES
+    if not math.isfinite(value) or value < least or value > 1e15:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of bytes from {least:,} to 1e15")
+    return int(value)
 
 
 def _percent(text: str) -> float:

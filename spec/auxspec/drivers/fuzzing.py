@@ -62,9 +62,28 @@ def target_from_env(default: str | None = None) -> Target:
 
 
 def target_args_from_env() -> str:
-    """What ``auxspec reproduce`` needs to name the harness's target."""
+    """What ``auxspec reproduce`` needs to name the harness's target, so that
+    its printed command runs as printed from any directory: a port file by
+    its absolute path, a module by its name (``reproduce_prefix`` makes it
+    importable)."""
     named = os.environ.get(TARGET_ENV)
-    return f"--target {shlex.quote(named)}" if named else ""  # the bundled store: reproduce's default
+    if not named:
+        return ""  # the bundled store: reproduce's default
+    if named.endswith(".py") and Path(named).is_file():
+        named = str(Path(named).resolve())
+    return f"--target {shlex.quote(named)}"
+
+
+def reproduce_prefix() -> str:
+    """The environment a printed command needs, stated in it: a module
+    target is found through this directory (``load_target`` looks there)
+    and any ``PYTHONPATH`` the harness ran with."""
+    named = os.environ.get(TARGET_ENV, "")
+    paths = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    if named and not named.endswith(".py"):
+        paths.insert(0, os.getcwd())
+    paths = [os.path.abspath(entry) for entry in paths]
+    return f"PYTHONPATH={shlex.quote(os.pathsep.join(dict.fromkeys(paths)))} " if paths else ""
 
 
 # ------------------------------------------------------------------ findings
@@ -148,7 +167,7 @@ def deduplicated(body: Callable[[bytes], None], reproduce: str | None = None) ->
         except AssertionError as error:
             found = getattr(error, "signature", None) or generic_signature(error)
             artifact = f"{prefix}crash-{hashlib.sha1(data).hexdigest()}"
-            line = template.replace("{file}", shlex.quote(artifact))
+            line = template.replace("{file}", shlex.quote(os.path.abspath(artifact)))  # runs from any directory
             if folder is not None and not _first_hit(Path(folder), found, artifact, line, data):
                 return
             if not isinstance(error, Finding):
@@ -213,7 +232,7 @@ def differential(
             raise Finding(f"{target.label} ({profile}):\n{divergence.render()}", signature(divergence))
 
     how = f"{reproduce} --profile {profile}".strip()
-    return deduplicated(compared, f"{auxspec_command()} reproduce {{file}} {how}")
+    return deduplicated(compared, f"{reproduce_prefix()}{auxspec_command()} reproduce {{file}} {how}")
 
 
 def exec_differential(

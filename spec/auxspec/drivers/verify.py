@@ -559,9 +559,10 @@ def explore_large(
     reach: Reach | None = None,
     watch_seconds: float = WATCH_SECONDS,
     watch_rss: int = WATCH_RSS_GROWTH,
+    where: large.Geometry | None = None,
 ) -> LargeRun:
-    """The traces of ``generators.large`` (a store of 2.2 GB, objects across
-    2^30 and 2^31) on the spec and the target: every op's outcome is
+    """The traces of ``generators.large`` over ``where`` (``large.DEFAULT_BYTES``
+    when None; 2.2 GB puts objects across 2^30 and 2^31) on the spec and the target: every op's outcome is
     compared, and the whole state after the last op (the trace reads back
     every payload before it closes the store); there is no snapshot after
     every op, nor a replay taking one (each would copy the 2.2 GB).
@@ -578,7 +579,7 @@ def explore_large(
     tried = ops = 0
     found: Divergence | None = None
     name: str | None = None
-    for made in large.traces(profile, target.features, seed):
+    for made in large.traces(profile, target.features, seed, where):
         trace = made.build()
         tried, ops = tried + 1, ops + len(trace.ops)
         reached = [0]  # the ops the spec has stepped: the one running is the last

@@ -121,7 +121,8 @@ class Reentry:
             inner = {"put": "put([])", "get": "get_concatenated([])", "close": "close()"}[self._name]
             raise OddReturn(
                 f"{inner}, called from a key iterable while {self._outer}() ran on the same store, "
-                "returned instead of being refused"
+                "returned instead of being refused (strict: a call from inside a call raises ReentrantCallError "
+                "and changes nothing; docs/semantics.md section 12, 'Calls from inside calls are refused')"
             )
 
 
