@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import pytest
 from selenium import webdriver
@@ -197,6 +198,34 @@ def test_the_script_finds_every_element_it_uses() -> None:
     assert len(used) > 20
     missing = sorted(name for name in used if f'id="{name}"' not in page)
     assert not missing
+
+
+def _sections() -> list[tuple[str, str]]:
+    text = (DOCS / "semantics.md").read_text(encoding="utf-8")
+    parts = re.split(r"^## ", text, flags=re.MULTILINE)[1:]
+    return [(part.splitlines()[0], part) for part in parts]
+
+
+# What the playground cannot show: a reentrant call is made from caller code, which no command can hold.
+NO_PLAYGROUND = {"Reading the pictures", "12. Calls from inside calls are refused"}
+
+
+def test_every_section_of_the_semantics_opens_the_playground_with_its_example() -> None:
+    sections = _sections()
+    assert len(sections) >= 12
+    for title, body in sections:
+        links = re.findall(r"\]\(playground\.md#([^)]+)\)", body)
+        if title in NO_PLAYGROUND:
+            assert not links, title
+            continue
+        assert len(links) == 1, f"section {title!r} has no playground link"
+        fields = parse_qsl(links[0], keep_blank_values=True)  # as the page's URLSearchParams reads it
+        given = dict(fields)
+        commands = [value for name, value in fields if name == "op"]
+        assert set(given) == {"profile", "max_bytes", "object_nbytes", "op"}, title
+        sizes = {"max_bytes": int(given["max_bytes"]), "object_nbytes": int(given["object_nbytes"])}
+        view = json.loads(playground.view(_request(given["profile"], commands, **sizes)))
+        assert view["refused"] is None and len(view["steps"]) == len(commands) >= 2, title
 
 
 # --------------------------------------------------------------- the browser
