@@ -401,7 +401,7 @@ def test_playing_a_trace_in_the_browser(browser: Any, server: str, tmp_path: Pat
     message = browser.find_element(By.ID, "pg-message").text
     assert _root(browser).get_attribute("data-state") == "ready", message
     print(
-        f"the page was ready after {time.monotonic() - started:.1f} s (its own count: "
+        f"the page was ready after {time.monotonic() - started:.1f} s (its own count from navigation: "
         f"{_root(browser).get_attribute('data-load-ms')} ms)"
     )
     assert _steps(browser) == 0 and "capacity 3" in browser.find_element(By.ID, "pg-header").text
