@@ -405,6 +405,10 @@ def test_playing_a_trace_in_the_browser(browser: Any, server: str, tmp_path: Pat
         f"{_root(browser).get_attribute('data-load-ms')} ms)"
     )
     assert _steps(browser) == 0 and "capacity 3" in browser.find_element(By.ID, "pg-header").text
+    # Offline: everything the page loaded (Pyodide, its standard library, the wheel, the theme) came from the site.
+    loaded = browser.execute_script("return performance.getEntriesByType('resource').map((e) => e.name)")
+    assert any(name.endswith(".whl") for name in loaded) and any(name.endswith(".wasm") for name in loaded)
+    assert [name for name in loaded if not name.startswith(f"{server}/")] == []
 
     strict = reference_run("strict", [op for _, op, _ in TRACE])
     empty: dict[str, Any] = {"entries": [], "references": [], "closed": False}
