@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import functools
 import http.server
+import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
@@ -228,6 +230,32 @@ def test_every_section_of_the_semantics_opens_the_playground_with_its_example() 
         assert view["refused"] is None and len(view["steps"]) == len(commands) >= 2, title
 
 
+# --------------------------------------------------------------- the build step
+
+
+def _build_tool() -> Any:
+    spec = importlib.util.spec_from_file_location("playground_build", ROOT / "tools" / "playground" / "build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # as MkDocs loads a hook: by path
+    return module
+
+
+def test_without_npm_the_site_builds_and_leaves_the_runtime_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`mkdocs build --strict` must pass where npm is missing: the hook logs at INFO, not WARNING."""
+    build = _build_tool()
+    monkeypatch.setattr(build, "CACHE", tmp_path / "cache")  # nothing fetched before
+    monkeypatch.setattr(build.shutil, "which", lambda name: None)
+    site = tmp_path / "site"
+    with caplog.at_level(logging.DEBUG, logger="mkdocs.plugins.playground"):
+        build.on_post_build({"site_dir": str(site)})
+    assert not (site / "playground" / "runtime.json").exists()
+    assert [(r.levelno, "npm not found" in r.getMessage()) for r in caplog.records] == [(logging.INFO, True)]
+    assert build.main([str(site)]) == 1
+
+
 # --------------------------------------------------------------- the browser
 
 
@@ -418,6 +446,8 @@ def test_playing_a_trace_in_the_browser(browser: Any, server: str, tmp_path: Pat
         _wait(browser, lambda d, n=number: _steps(d) == n, 30)
         assert browser.find_element(By.ID, "pg-message").text == ""
         _check_step(browser, number, strict[number - 1], strict[number - 2][1] if number > 1 else empty)
+        if number == 6:  # an error comes with the rule that raised it, as auxspec explain says it
+            assert "too few can be evicted, so the put fails" in _shown(browser, 6)["text"]
         if number == 4:  # undo takes the eviction back; the same put evicts again
             browser.find_element(By.ID, "pg-undo").click()
             _wait(browser, lambda d: _steps(d) == 3, 30)
