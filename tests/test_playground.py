@@ -492,5 +492,9 @@ def test_playing_a_trace_in_the_browser(browser: Any, server: str, tmp_path: Pat
     _wait(browser, lambda d: d.find_element(By.ID, "pg-message").text.startswith("refused"), 30)
     assert "undefined" in browser.find_element(By.ID, "pg-message").text
     assert _steps(browser) == len(TRACE) - 2
+    # A link the spec cannot replay changes nothing, and says why.
+    browser.execute_script("location.hash = '#profile=lax&max_bytes=6&object_nbytes=2&op=put+a'")
+    _wait(browser, lambda d: "not 'lax'" in d.find_element(By.ID, "pg-message").text, 30)
+    assert _steps(browser) == len(TRACE) - 2
     if os.environ.get("AUXSPEC_PLAYGROUND_SCREENSHOT"):  # how docs/playground/screenshot.png is made
         shutil.copy(shot, os.environ["AUXSPEC_PLAYGROUND_SCREENSHOT"])

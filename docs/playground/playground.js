@@ -233,7 +233,13 @@
     api = pyodide.pyimport('auxspec.teach.playground');
     root.dataset.importMs = String(Math.round(performance.now()));
     wire();
-    apply(session);
+    try {
+      apply(session);
+    } catch (error) {
+      // A link the page cannot read (an unknown profile, too many ops) opens an empty session instead.
+      apply({ ...DEFAULT });
+      say('this link holds no session the playground can replay: ' + error.message.trim().split('\n').pop(), 'refused');
+    }
     root.dataset.loadMs = String(Math.round(performance.now()));
     root.dataset.state = 'ready';
   }
