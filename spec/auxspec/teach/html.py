@@ -96,7 +96,8 @@ def _fields(fields: tuple[Field, ...], first: str | None) -> str:
     return f'<table class="diff">{"".join(rows)}</table>'
 
 
-def _step(step: Step, line: Timeline) -> str:
+def step_section(step: Step, line: Timeline) -> str:
+    """One step as the page's ``<section class="step">`` (hidden until shown); the playground shows these too."""
     outcome_class = "outcome-ok" if step.outcome_text.startswith("ok") else "outcome-error"
     items = [f'<li>outcome: <span class="{outcome_class}">{escape(step.outcome_text)}</span></li>']
     if step.pins:
@@ -118,13 +119,17 @@ def _step(step: Step, line: Timeline) -> str:
     )
 
 
-def page(line: Timeline) -> str:
-    """The whole page."""
-    title = line.title or "auxspec explain"
-    legend = "".join(
+def legend() -> str:
+    """What the colours of the pictures mean, as the page's legend shows it."""
+    return "".join(
         f'<span><i style="background:{fill};border-color:{stroke}"></i>{escape(text)}</span>'
         for fill, stroke, text in _LEGEND
     )
+
+
+def page(line: Timeline) -> str:
+    """The whole page."""
+    title = line.title or "auxspec explain"
     verdict = ""
     if line.target is not None:
         if line.diverges_at is None:
@@ -147,11 +152,11 @@ def page(line: Timeline) -> str:
         f"{f'<p>{escape(line.description)}</p>' if line.description else ''}"
         f'<p class="meta">{escape(line.header)}</p>{verdict}{notes}'
         f"{_fields(line.constructor, 'constructor' if line.constructor else None)}"
-        f'<p class="legend">{legend}</p></header>'
+        f'<p class="legend">{legend()}</p></header>'
         f'<main data-current="0" data-start="{start}" data-steps="{len(line.steps)}">'
         f'<nav><button id="prev">◀ prev</button><span id="position"></span><button id="next">next ▶</button>'
         f'{dots}<span class="keys">(← → keys)</span></nav>'
-        f"{''.join(_step(s, line) for s in line.steps)}"
+        f"{''.join(step_section(s, line) for s in line.steps)}"
         f"{'' if line.steps else '<p>No ops to step through.</p>'}"
         f"</main><script>{_SCRIPT}</script></body></html>\n"
     )

@@ -21,7 +21,6 @@ from typing import IO
 from auxspec.engine import traces
 from auxspec.engine.ops import Close, Contains, Flush, Get, Len, Op, Put, ReadInto, Stats, Trace
 from auxspec.models.sequential import PROFILES
-from auxspec.teach import terminal
 from auxspec.teach.timeline import Step, Timeline, call_text, timeline
 
 HELP = """\
@@ -163,6 +162,8 @@ def execute(session: Session, line: str, show: Show, say: Callable[[str], None])
             say(f"undid {call_text(undone)}")
             _show_state(session, show, say)
         elif name == "show":
+            from auxspec.teach import terminal  # rich: not on the docs playground's import path
+
             say(terminal.plain(session.timeline()).rstrip())
         elif name == "trace":
             say("\n".join(f"{i}. {call_text(op)}" for i, op in enumerate(session.ops, 1)) or "(no ops yet)")
@@ -230,6 +231,8 @@ def run(session: Session, lines: IO[str], out: IO[str], colour: bool, interactiv
     def say(text: str) -> None:
         out.write(text + "\n")
         out.flush()
+
+    from auxspec.teach import terminal  # rich: not on the docs playground's import path
 
     def show(step: Step, total: int) -> None:
         terminal.show_step(step, total, out, colour)
