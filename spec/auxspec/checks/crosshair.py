@@ -59,6 +59,8 @@ from typing import Any
 from auxspec.models import sequential
 
 MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "sequential.py"
+# The remote profile's model (docs/remote.md): its own states, built by make_remote_state.
+REMOTE_MODEL_PATH = MODEL_PATH.with_name("remote.py")
 DEFAULT_CONDITION_TIMEOUT = 10.0  # CPU seconds per postcondition
 DEFAULT_MAX_SECONDS = 280.0  # wall clock for the whole run, whatever happens
 DEFAULT_JOBS = 2
@@ -361,6 +363,27 @@ def make_bounded_state(state_type: type, factory: Any, bounds: Bounds) -> Any:
     return state_type(profile, capacity, object_nbytes, entries, tuple(sorted(counts)))
 
 
+def make_remote_state(state_type: type, factory: Any, keys: Sequence[str]) -> Any:
+    """A remote-profile ``State`` (``auxspec.models.remote``), chosen by forks:
+    closed, or each of ``keys`` absent or stored with payload ``b"a"`` or
+    ``b"b"``, and at most one gone set (a pair of the stored keys, or all of
+    them). Every such state passes the model's ``check``."""
+    space = factory.space
+    name = factory.varname
+    if space.smt_fork(desc=f"{name}_closed", probability_true=0.1):
+        return state_type(1, closed=True)
+    objects = []
+    for i, key in enumerate(keys):
+        choice = _pick(space, f"{name}_object{i}", 0, 2)
+        if choice:
+            objects.append((key, b"ab"[choice - 1 : choice]))
+    stored = tuple(key for key, _ in objects)
+    gone: tuple[tuple[str, ...], ...] = ()
+    if len(stored) >= 2:
+        gone = ((), (stored[:2],), (stored,))[_pick(space, f"{name}_gone", 0, 2)]
+    return state_type(1, tuple(objects), gone)
+
+
 def register_bounded(model: ModuleType, bounds: Bounds) -> None:
     """Make every value CrossHair builds come from ``bounds`` (``--mode bounded``):
     states from ``make_bounded_state``, str, bytes and int from the bounds'
@@ -376,7 +399,10 @@ def register_bounded(model: ModuleType, bounds: Bounds) -> None:
 
     state_type = model.State
     invalid = model.Invalid
-    core.register_type(state_type, lambda factory: make_bounded_state(state_type, factory, bounds))
+    if getattr(model, "PROFILE", None) == "remote":
+        core.register_type(state_type, lambda factory: make_remote_state(state_type, factory, bounds.keys))
+    else:
+        core.register_type(state_type, lambda factory: make_bounded_state(state_type, factory, bounds))
     proxies = getattr(core, "_SIMPLE_PROXIES", None)
     if not isinstance(proxies, dict) or not all(typ in proxies for typ in (str, bytes, int, tuple, Union)):
         raise RuntimeError("this CrossHair has no creators to replace; bounded mode cannot bound the inputs")
@@ -459,7 +485,10 @@ def register_factories(model: ModuleType) -> None:
     from crosshair import core
 
     state_type = model.State
-    core.register_type(state_type, lambda factory: make_state(state_type, factory))
+    if getattr(model, "PROFILE", None) == "remote":
+        core.register_type(state_type, lambda factory: make_remote_state(state_type, factory, KEYS[:4]))
+    else:
+        core.register_type(state_type, lambda factory: make_state(state_type, factory))
     proxies = getattr(core, "_SIMPLE_PROXIES", None)
     if not isinstance(proxies, dict) or not all(typ in proxies for typ in (str, bytes, tuple, Union)):
         return
