@@ -10,15 +10,19 @@ of them. tests/test_remote_redis.py does the same against a live server.
 
 from __future__ import annotations
 
+import os
 import random
 import unicodedata
 from typing import Any
 
 import pytest
 
-pytest.importorskip("redis", reason="the remote store's tests need the redis client: pip install 'auxstore[redis]'")
-
-import redis
+try:
+    import redis
+except ImportError:
+    if os.environ.get("CI"):  # CI installs the extra: a missing client there is a failure, not a skip
+        raise
+    pytest.skip("the remote store's tests need the redis client: pip install auxstore[redis]", allow_module_level=True)
 
 from auxspec.drivers.remote import judge, remote_trace, search
 from auxspec.engine.ops import PYTHON, READ_INTO
@@ -52,7 +56,7 @@ class FlakyEngine:
     def _write(self) -> None:
         self._weather()
         if self.random.random() < self.refuse:
-            raise redis.exceptions.ResponseError("OOM command not allowed when used memory > 'maxmemory'.")
+            raise redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
 
     def mset(self, mapping: dict[bytes, bytes]) -> bool:
         self._write()

@@ -66,6 +66,8 @@ class RedisBlockObjectStore:
             raise TypeError(f"namespace must be a str, not {type_name(namespace)}")
         redis = _redis()
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError,)
+        # Redis answers "OOM ..." when maxmemory is reached and nothing can be evicted; the client raises this.
+        self._refused: type[BaseException] = redis.exceptions.OutOfMemoryError
         self._owns_client = client is None
         if client is None:
             url = url if url is not None else os.environ.get(REDIS_URL_VARIABLE)
@@ -101,7 +103,7 @@ class RedisBlockObjectStore:
         try:
             self._client.mset(named)
         except self._errors as error:
-            if str(error).startswith("OOM"):
+            if isinstance(error, self._refused):
                 raise CapacityError(f"Redis refused a batch of {len(named)} objects for memory: {error}") from error
             raise EngineError(f"Redis failed a put of {len(named)} objects: {error}") from error
 

@@ -179,3 +179,38 @@ def _show(outcome: Outcome) -> str:
     if isinstance(value, bytes) and len(value) > 24:
         return f"Ok({value[:24]!r}... {len(value)} bytes)"
     return f"Ok({value!r})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m auxspec.drivers.remote [TARGET | --exec COMMAND] [--seed N]...``:
+    judge a store against the remote profile; exit 1 on a violation."""
+    import argparse
+
+    from auxspec.drivers.protocol import process_target
+    from auxspec.engine.target import load_target
+
+    parser = argparse.ArgumentParser(prog="python -m auxspec.drivers.remote", description=main.__doc__)
+    parser.add_argument("target", nargs="?", help="module:Class or path/to/file.py:Class")
+    parser.add_argument("--exec", dest="command", help="a port process speaking docs/protocol.md")
+    parser.add_argument("--seed", type=int, action="append", help="repeatable (default: 1 2 3)")
+    parser.add_argument("--max-traces", type=int, default=300, help="per seed (default 300)")
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="per seed (default 60)")
+    args = parser.parse_args(argv)
+    if (args.target is None) == (args.command is None):
+        parser.error("name a TARGET or an --exec COMMAND")
+    process = process_target(args.command) if args.command else None
+    target = process.target if process is not None else load_target(args.target)
+    failed = False
+    try:
+        for seed in args.seed or [1, 2, 3]:
+            report = search(target, seed, max_traces=args.max_traces, max_seconds=args.max_seconds)
+            print(report.render(), flush=True)
+            failed = failed or report.violation is not None
+    finally:
+        if process is not None:
+            process.close()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
