@@ -371,3 +371,20 @@ def test_the_command_fails_on_a_wrong_store(server: str, monkeypatch: pytest.Mon
     monkeypatch.setenv(REDIS_URL_VARIABLE, server)
     assert remote_main(["test_remote_judge:FirstWriteWins", "--seed", "1"]) == 1
     assert "DOES NOT CONFORM" in capsys.readouterr().out
+
+
+def test_the_command_judges_the_redis_store(server: str, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # As docs/remote.md shows it (tests/test_doc_commands.py points here).
+    monkeypatch.setenv(REDIS_URL_VARIABLE, server)
+    assert remote_main(["auxstore.remote:RedisBlockObjectStore", "--max-traces", "100"]) == 0
+    assert capsys.readouterr().out.count("conforms") == 3
+
+
+def test_a_run_that_never_reads_an_object_back_judged_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # No server on that port: every put fails (EngineError is a BlockObjectStoreError,
+    # so a refusal) and every read fails whole. The profile allows all of it; the command must not.
+    monkeypatch.setenv(REDIS_URL_VARIABLE, f"redis://127.0.0.1:{_free_port()}/0")
+    assert remote_main(["auxstore.remote:RedisBlockObjectStore", "--seed", "1", "--max-traces", "20"]) == 1
+    assert "NOTHING JUDGED" in capsys.readouterr().out

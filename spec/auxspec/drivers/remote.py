@@ -74,6 +74,13 @@ class Report:
     violation: Violation | None
     seconds: float
 
+    @property
+    def vacuous(self) -> bool:
+        """Every put refused and every read failed is allowed (an engine may
+        evict everything at once), and so is an engine that cannot be reached:
+        a run in which no read returned an object says nothing of the store."""
+        return self.tally.read_hits == 0
+
     def render(self) -> str:
         t = self.tally
         head = (
@@ -81,6 +88,8 @@ class Report:
             f"{self.seconds:.1f} s; {t.read_hits} reads returned every object, {t.reads_of_gone} reads met an "
             f"eviction, {t.puts_refused} puts were refused for room"
         )
+        if self.violation is None and self.vacuous:
+            return head + "\nNOTHING JUDGED: no read returned an object (is the engine reachable?)"
         if self.violation is None:
             return head + "\nconforms: every outcome was one the remote profile allows"
         return head + "\nDOES NOT CONFORM:\n" + self.violation.render()
@@ -183,7 +192,8 @@ def _show(outcome: Outcome) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m auxspec.drivers.remote [TARGET | --exec COMMAND] [--seed N]...``:
-    judge a store against the remote profile; exit 1 on a violation."""
+    judge a store against the remote profile; exit 1 on a violation, or when
+    no read returned an object (nothing was judged)."""
     import argparse
 
     from auxspec.drivers.protocol import process_target
@@ -205,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in args.seed or [1, 2, 3]:
             report = search(target, seed, max_traces=args.max_traces, max_seconds=args.max_seconds)
             print(report.render(), flush=True)
-            failed = failed or report.violation is not None
+            failed = failed or report.violation is not None or report.vacuous
     finally:
         if process is not None:
             process.close()
