@@ -45,6 +45,7 @@ import argparse
 import ast
 import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
@@ -399,7 +400,7 @@ def register_bounded(model: ModuleType, bounds: Bounds) -> None:
 
     state_type = model.State
     invalid = model.Invalid
-    if getattr(model, "PROFILE", None) == "remote":
+    if _is_remote(model):
         core.register_type(state_type, lambda factory: make_remote_state(state_type, factory, bounds.keys))
     else:
         core.register_type(state_type, lambda factory: make_bounded_state(state_type, factory, bounds))
@@ -485,7 +486,7 @@ def register_factories(model: ModuleType) -> None:
     from crosshair import core
 
     state_type = model.State
-    if getattr(model, "PROFILE", None) == "remote":
+    if _is_remote(model):
         core.register_type(state_type, lambda factory: make_remote_state(state_type, factory, KEYS[:4]))
     else:
         core.register_type(state_type, lambda factory: make_state(state_type, factory))
@@ -591,9 +592,27 @@ def run_worker(model_path: Path, function: str, index: int, timeout: float, mode
         "paths": paths,
         "confirmed_paths": analysis.num_confirmed_paths,
         "cpu": round(cpu, 2),
-        "bounds": None if bounds is None else bounds.describe(function),
-        "space": None if bounds is None else bounds.states(),
+        "bounds": None if bounds is None else _described(module, bounds, function),
+        "space": None if bounds is None or _is_remote(module) else bounds.states(),
     }
+
+
+def _is_remote(model: ModuleType) -> bool:
+    return getattr(model, "PROFILE", None) == "remote"
+
+
+def _described(model: ModuleType, bounds: Bounds, function: str) -> str:
+    """``bounds.describe``, with the states ``make_remote_state`` builds for the remote model."""
+    text = bounds.describe(function)
+    if not _is_remote(model):
+        return text
+    stored = [math.comb(len(bounds.keys), n) * 2**n for n in range(len(bounds.keys) + 1)]  # by how many are stored
+    count = 1 + sum(ways * (3 if n >= 2 else 1) for n, ways in enumerate(stored))  # closed, then gone-set choices
+    states = (
+        f"remote states: closed, or keys {''.join(bounds.keys)} each absent or stored (2 payloads), "
+        f"at most one gone set ({count} states)"
+    )
+    return re.sub(r"^states: [^;]*", states, text)
 
 
 # ------------------------------------------------------------------- scheduler
