@@ -167,16 +167,16 @@ class NormalizesKeys(RedisBlockObjectStore):
     """Keys are NFC-normalised before they reach the engine: two distinct
     keys that look alike share one object (another's payload)."""
 
-    def _name(self, key: str) -> bytes:
-        return super()._name(unicodedata.normalize("NFC", key))
+    def _names(self, keys: list[str]) -> list[bytes]:
+        return super()._names([unicodedata.normalize("NFC", key) for key in keys])
 
 
 class TruncatesKeys(RedisBlockObjectStore):
     """Keys are cut to 64 characters to keep the engine's keys short: long
     keys that differ only at the end alias."""
 
-    def _name(self, key: str) -> bytes:
-        return super()._name(key[:64])
+    def _names(self, keys: list[str]) -> list[bytes]:
+        return super()._names([key[:64] for key in keys])
 
 
 class WritesAsItReads(RedisBlockObjectStore):

@@ -388,3 +388,17 @@ def test_a_run_that_never_reads_an_object_back_judged_nothing(monkeypatch: pytes
     monkeypatch.setenv(REDIS_URL_VARIABLE, f"redis://127.0.0.1:{_free_port()}/0")
     assert remote_main(["auxstore.remote:RedisBlockObjectStore", "--seed", "1", "--max-traces", "20"]) == 1
     assert "NOTHING JUDGED" in capsys.readouterr().out
+
+
+def test_the_benchmark_runs_and_prints_every_scenario(server: str) -> None:
+    # Speed is not asserted (machines are noisy): this keeps benchmarks/bench_remote.py from rotting.
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_remote.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--url", server, "--quick", "--objects", "4", "--object-nbytes", "16"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    for row in ("put (MSET)", "get_concatenated (MGET)", "read_into (MGET)"):
+        assert row in done.stdout, done.stdout

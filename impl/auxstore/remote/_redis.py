@@ -84,7 +84,8 @@ class RedisBlockObjectStore:
         return self._object_nbytes
 
     def _name(self, key: str) -> bytes:
-        return self._prefix + key.encode("utf-8", "surrogatepass")
+        """The engine's name for ``key`` (UTF-8; a lone surrogate kept)."""
+        return self._names([key])[0]
 
     def _check_open(self, call: str) -> None:
         if self._closed:
@@ -99,7 +100,7 @@ class RedisBlockObjectStore:
         batch = check_batch(objects, retain_keys, release_keys, object_nbytes=self._object_nbytes)
         if not batch.objects:
             return
-        named = {self._name(key): payload for key, payload in batch.objects.items()}
+        named = dict(zip(self._names(list(batch.objects)), batch.objects.values(), strict=True))
         try:
             self._client.mset(named)
         except self._errors as error:
@@ -146,18 +147,27 @@ class RedisBlockObjectStore:
                     start += len(payload)
         return total
 
+    def _names(self, keys: list[str]) -> list[bytes]:
+        prefix = self._prefix
+        try:
+            return [prefix + key.encode() for key in keys]
+        except UnicodeEncodeError:  # a lone surrogate: kept, so distinct keys stay distinct
+            return [prefix + key.encode("utf-8", "surrogatepass") for key in keys]
+
     def _fetch(self, keys: list[str]) -> list[bytes]:
         """Every payload, in one ``MGET``; all or ``MissingKeyError``."""
         try:
-            values = self._client.mget([self._name(key) for key in keys])
+            values: list[bytes] = self._client.mget(self._names(keys))
         except self._errors as error:
             raise EngineError(f"Redis failed a read of {len(keys)} objects: {error}") from error
-        for key, value in zip(keys, values, strict=True):
-            if value is None:
-                raise MissingKeyError(f"auxiliary output object unavailable: {key!r} (evicted, or never put)")
-            if type(value) is not bytes or len(value) != self._object_nbytes:
-                raise EngineError(f"Redis holds a value of another size under {key!r}: not written by this store")
-        return values  # type: ignore[no-any-return]
+        if None in values:
+            missing = keys[values.index(None)]  # type: ignore[arg-type]
+            raise MissingKeyError(f"auxiliary output object unavailable: {missing!r} (evicted, or never put)")
+        nbytes = self._object_nbytes
+        if set(map(type, values)) != {bytes} or set(map(len, values)) != {nbytes}:
+            wrong = next(k for k, v in zip(keys, values, strict=True) if type(v) is not bytes or len(v) != nbytes)
+            raise EngineError(f"Redis holds a value of another size or type under {wrong!r}: not written by this store")
+        return values
 
     def __contains__(self, key: object) -> bool:
         """Whether ``key`` is stored now (the engine may evict it the next moment)."""
@@ -165,7 +175,7 @@ class RedisBlockObjectStore:
         if not isinstance(key, str):
             return False
         try:
-            return bool(self._client.exists(self._name(str.__str__(key))))
+            return bool(self._client.exists(self._names([str.__str__(key)])[0]))
         except self._errors as error:
             raise EngineError(f"Redis failed to look up {key!r}: {error}") from error
 
