@@ -30,7 +30,7 @@ from auxspec.drivers.remote import main as remote_main
 from auxspec.engine.target import Target, load_target
 from auxstore import BackgroundBlockObjectStore, BlockObject, CapacityError, MissingKeyError
 from auxstore.remote import REDIS_URL_VARIABLE, EngineError, RedisBlockObjectStore
-from test_remote_judge import WRONG
+from test_remote_judge import RIGHT, WRONG
 
 MAXMEMORY = "2mb"
 NOISE_NBYTES = 64 * 1024  # another tenant's objects, which push the server over maxmemory
@@ -332,8 +332,9 @@ def chaos_target(cls: type, url: str, seed: int) -> tuple[Target, list[Chaos]]:
 
 
 @pytest.mark.parametrize("seed", (1, 2, 3))
-def test_the_store_conforms_when_any_object_may_vanish_between_calls(server: str, seed: int) -> None:
-    target, built = chaos_target(RedisBlockObjectStore, server, seed)
+@pytest.mark.parametrize("right", RIGHT, ids=lambda c: c.__name__)
+def test_a_right_store_conforms_when_any_object_may_vanish_between_calls(server: str, right: type, seed: int) -> None:
+    target, built = chaos_target(right, server, seed)
     report = search(target, seed, max_traces=150, max_seconds=300)
     print(report.render())
     print(f"objects deleted between calls: {sum(chaos.deleted for chaos in built)}")
@@ -354,7 +355,7 @@ def test_a_wrong_remote_store_is_flagged_on_a_live_server(server: str, wrong: ty
     target, _ = chaos_target(wrong, server, seed)
     report = search(target, seed, max_traces=2000, max_seconds=300)
     assert report.violation is not None, f"{wrong.__name__} passed {report.tally.traces} traces at seed {seed}"
-    print(f"{wrong.__name__} at seed {seed}: flagged after {report.tally.traces} traces")
+    print(f"{wrong.__name__} at seed {seed}: flagged after {report.tally.traces} traces\n{report.violation.render()}")
 
 
 def test_a_port_process_is_judged_through_the_protocol(server: str, monkeypatch: pytest.MonkeyPatch,
