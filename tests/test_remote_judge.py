@@ -27,8 +27,8 @@ except ImportError:
 from auxspec.drivers.remote import judge, remote_trace, search
 from auxspec.engine.ops import PYTHON, READ_INTO
 from auxspec.engine.target import Target
-from auxspec.models.sequential import Err, Kind
-from auxstore import BlockObject, BlockObjectStoreError, CapacityError, MissingKeyError
+from auxspec.models.sequential import Err, Kind, Ok
+from auxstore import BlockObject, BlockObjectStore, BlockObjectStoreError, CapacityError, MissingKeyError
 from auxstore._batch import check_batch, read_keys
 from auxstore.remote import RedisBlockObjectStore
 
@@ -395,3 +395,16 @@ def test_a_violation_names_the_calls_and_what_was_allowed() -> None:
     text = violation.render()
     assert "the remote profile allows only" in text and "get_concatenated" in text
     assert Err(Kind.MISSING) in violation.allowed
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_in_process_store_is_not_a_remote_store(seed: int) -> None:
+    # Its releases need a retain (semantics.md, section 4) and its first write wins (section 3); a
+    # remote store ignores pins (R4) and keeps the last successful put (R2). The search meets the first.
+    def build(max_bytes: Any, object_nbytes: Any) -> Any:
+        return BlockObjectStore(max_bytes=max_bytes, object_nbytes=object_nbytes)
+
+    report = search(Target("BlockObjectStore", build, None, frozenset({PYTHON, READ_INTO})), seed, max_traces=2000)
+    assert report.violation is not None
+    assert report.violation.observed == "error unreferenced", report.violation.render()
+    assert Ok() in report.violation.allowed
