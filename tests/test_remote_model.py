@@ -203,8 +203,8 @@ def test_crosshair_confirms_a_remote_contract_on_every_state_of_its_bounds() -> 
     result = _crosshair(REMOTE_MODEL_PATH, "close", 0)
     assert result["status"] == "confirmed", result
     # close takes only a state: one path per state make_remote_state builds.
-    assert result["paths"] == result["confirmed_paths"] == 68, result
-    assert "(68 states)" in str(result["bounds"]), result
+    assert result["paths"] == result["confirmed_paths"] == 56, result
+    assert "(56 states)" in str(result["bounds"]), result
 
 
 def test_crosshair_refutes_a_remote_read_that_returns_a_stale_payload(tmp_path: Path) -> None:

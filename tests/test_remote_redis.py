@@ -172,12 +172,20 @@ def test_stores_of_one_namespace_share_objects_and_others_do_not(server: str) ->
         for other in (alone, wider):
             with pytest.raises(MissingKeyError):
                 other.get_concatenated(["k"])
+    # A namespace, a size and a key never spell another store's name for another key.
+    with (
+        RedisBlockObjectStore(64, 4, url=server, namespace="x:4") as outer,
+        RedisBlockObjectStore(64, 4, url=server, namespace="x") as inner,
+    ):
+        outer.put([BlockObject("k", b"oooo")])
+        inner.put([BlockObject("4:k", b"iiii")])
+        assert outer.get_concatenated(["k"]) + inner.get_concatenated(["4:k"]) == b"ooooiiii"
 
 
 def test_a_value_the_store_did_not_write_is_an_engine_error(server: str) -> None:
     client = _client(server)
     with RedisBlockObjectStore(64, 4, url=server, namespace="foreign") as store:
-        client.set(b"auxstore:foreign:4:k", b"short")
+        client.set(store._name("k"), b"short")
         with pytest.raises(EngineError, match="another size"):
             store.get_concatenated(["k"])
     client.close()

@@ -1,6 +1,6 @@
 """A block object store in a Redis server (the spec's ``remote`` profile).
 
-Each object is one Redis string under ``auxstore:<namespace>:<object_nbytes>:``
+Each object is one Redis string named ``auxstore:<length of the namespace>:<namespace>:<object_nbytes>:``
 plus its key (UTF-8; lone surrogates kept with ``surrogatepass``, so distinct
 keys stay distinct). A put is one ``MSET``, a read one ``MGET``: one round
 trip each, and Redis runs each command whole, so a read sees every object of
@@ -76,7 +76,9 @@ class RedisBlockObjectStore:
             client = redis.Redis.from_url(url)
         self._client: Any = client
         self._object_nbytes = object_nbytes
-        self._prefix = f"auxstore:{namespace}:{object_nbytes}:".encode()
+        # The namespace's length first, so that no namespace, size and key can spell another's.
+        space = namespace.encode("utf-8", "surrogatepass")
+        self._prefix = b"auxstore:%d:%s:%d:" % (len(space), space, object_nbytes)
         self._closed = False
 
     @property

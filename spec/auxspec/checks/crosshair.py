@@ -367,8 +367,8 @@ def make_bounded_state(state_type: type, factory: Any, bounds: Bounds) -> Any:
 def make_remote_state(state_type: type, factory: Any, keys: Sequence[str]) -> Any:
     """A remote-profile ``State`` (``auxspec.models.remote``), chosen by forks:
     closed, or each of ``keys`` absent or stored with payload ``b"a"`` or
-    ``b"b"``, and at most one gone set (a pair of the stored keys, or all of
-    them). Every such state passes the model's ``check``."""
+    ``b"b"``, and at most one gone set (the first two stored keys, or all of
+    them when more are stored). Every such state passes the model's ``check``."""
     space = factory.space
     name = factory.varname
     if space.smt_fork(desc=f"{name}_closed", probability_true=0.1):
@@ -379,9 +379,11 @@ def make_remote_state(state_type: type, factory: Any, keys: Sequence[str]) -> An
         if choice:
             objects.append((key, b"ab"[choice - 1 : choice]))
     stored = tuple(key for key, _ in objects)
-    gone: tuple[tuple[str, ...], ...] = ()
-    if len(stored) >= 2:
-        gone = ((), (stored[:2],), (stored,))[_pick(space, f"{name}_gone", 0, 2)]
+    # None, or a pair, or (when more are stored) all of them: each a different state.
+    choices: list[tuple[tuple[str, ...], ...]] = [()]
+    choices += [(stored[:2],)] if len(stored) >= 2 else []
+    choices += [(stored,)] if len(stored) > 2 else []
+    gone = choices[_pick(space, f"{name}_gone", 0, len(choices) - 1)]
     return state_type(1, tuple(objects), gone)
 
 
@@ -607,12 +609,12 @@ def _described(model: ModuleType, bounds: Bounds, function: str) -> str:
     if not _is_remote(model):
         return text
     stored = [math.comb(len(bounds.keys), n) * 2**n for n in range(len(bounds.keys) + 1)]  # by how many are stored
-    count = 1 + sum(ways * (3 if n >= 2 else 1) for n, ways in enumerate(stored))  # closed, then gone-set choices
+    count = 1 + sum(ways * (1 + (n >= 2) + (n > 2)) for n, ways in enumerate(stored))  # closed, then gone sets
     states = (
         f"remote states: closed, or keys {''.join(bounds.keys)} each absent or stored (2 payloads), "
         f"at most one gone set ({count} states)"
     )
-    return re.sub(r"^states: [^;]*", states, text)
+    return re.sub(r"^states: [^;]*", states, text).replace("; each profile", "")  # the remote model has one
 
 
 # ------------------------------------------------------------------- scheduler
