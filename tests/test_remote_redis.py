@@ -411,3 +411,18 @@ def test_the_benchmark_runs_and_prints_every_scenario(server: str) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     for row in ("put (MSET)", "get_concatenated (MGET)", "read_into (MGET)"):
         assert row in done.stdout, done.stdout
+
+
+def test_an_engine_that_cannot_be_reached_is_a_typed_error_chained_to_the_clients() -> None:
+    import redis
+
+    with RedisBlockObjectStore(64, 4, url=f"redis://127.0.0.1:{_free_port()}/0") as store:
+        for call in (
+            lambda: store.put([BlockObject("a", b"aaaa")]),
+            lambda: store.get_concatenated(["a"]),
+            lambda: store.read_into(["a"], bytearray(4)),
+            lambda: "a" in store,
+        ):
+            with pytest.raises(EngineError) as caught:
+                call()
+            assert isinstance(caught.value.__cause__, redis.ConnectionError), caught.value
