@@ -226,7 +226,7 @@ def test_the_store_conforms_to_the_remote_profile_while_the_server_evicts(
 ) -> None:
     """LRU is the policy a deployment would pick; under it the server mostly
     evicts the idle keys of earlier traces. The random policy evicts the
-    running trace's keys too, so reads meet evictions often."""
+    running trace's keys too, so reads meet evictions more often."""
     monkeypatch.setenv(REDIS_URL_VARIABLE, server)
     target = load_target("auxstore.remote:RedisBlockObjectStore")
     client = _client(server)
@@ -245,8 +245,8 @@ def test_the_store_conforms_to_the_remote_profile_while_the_server_evicts(
     assert report.tally.traces == 150, "the search ran out of time"
     assert evicted > 0, "the server never evicted: the test did not test eviction"
     assert report.tally.read_hits > 0
-    if policy == "allkeys-random":
-        assert report.tally.reads_of_gone > 0, "no read met an eviction"
+    # How many reads meet an eviction here depends on timing (4-16 per run were seen under random
+    # eviction): the seeded deletions below make that part reproducible instead of asserting it here.
 
 
 # ------------------------------------------------------ background, processes
