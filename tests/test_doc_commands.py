@@ -138,6 +138,7 @@ RULES: list[tuple[str, Plan]] = [
     (r"stamina", NotRun("the stamina run, about 100 minutes of both cores; these fuzz/run flags run above")),
     (r"^make verify$", Elsewhere("tests/test_doc_commands.py", "test_make_verify_recipe_runs")),
     (r"fuzz/coverage --check --with-faults", Elsewhere("tests/test_fuzz_corpus.py", "--with-faults")),
+    (r"^AUXSTORE_REDIS_URL=", Elsewhere("tests/test_remote_redis.py", '"auxstore.remote:RedisBlockObjectStore"')),
     (r"tests/ports/subtle/measure\.py", Elsewhere("tests/test_doc_commands.py", "test_measure_runs")),
     # A tiny port that passes the first exercise only (docs/exercises.md).
     (r"^auxspec verify myport\.py --max-time", Run(1, "the exercises' tiny port passes only the first exercise")),

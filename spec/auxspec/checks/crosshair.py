@@ -45,6 +45,7 @@ import argparse
 import ast
 import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
@@ -59,6 +60,8 @@ from typing import Any
 from auxspec.models import sequential
 
 MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "sequential.py"
+# The remote profile's model (docs/remote.md): its own states, built by make_remote_state.
+REMOTE_MODEL_PATH = MODEL_PATH.with_name("remote.py")
 DEFAULT_CONDITION_TIMEOUT = 10.0  # CPU seconds per postcondition
 # Wall clock for the whole run, a guard against a hung worker only: each
 # condition's work is bounded in CPU seconds, so the verdict does not depend on
@@ -364,6 +367,29 @@ def make_bounded_state(state_type: type, factory: Any, bounds: Bounds) -> Any:
     return state_type(profile, capacity, object_nbytes, entries, tuple(sorted(counts)))
 
 
+def make_remote_state(state_type: type, factory: Any, keys: Sequence[str]) -> Any:
+    """A remote-profile ``State`` (``auxspec.models.remote``), chosen by forks:
+    closed, or each of ``keys`` absent or stored with payload ``b"a"`` or
+    ``b"b"``, and at most one gone set (the first two stored keys, or all of
+    them when more are stored). Every such state passes the model's ``check``."""
+    space = factory.space
+    name = factory.varname
+    if space.smt_fork(desc=f"{name}_closed", probability_true=0.1):
+        return state_type(1, closed=True)
+    objects = []
+    for i, key in enumerate(keys):
+        choice = _pick(space, f"{name}_object{i}", 0, 2)
+        if choice:
+            objects.append((key, b"ab"[choice - 1 : choice]))
+    stored = tuple(key for key, _ in objects)
+    # None, or a pair, or (when more are stored) all of them: each a different state.
+    choices: list[tuple[tuple[str, ...], ...]] = [()]
+    choices += [(stored[:2],)] if len(stored) >= 2 else []
+    choices += [(stored,)] if len(stored) > 2 else []
+    gone = choices[_pick(space, f"{name}_gone", 0, len(choices) - 1)]
+    return state_type(1, tuple(objects), gone)
+
+
 def register_bounded(model: ModuleType, bounds: Bounds) -> None:
     """Make every value CrossHair builds come from ``bounds`` (``--mode bounded``):
     states from ``make_bounded_state``, str, bytes and int from the bounds'
@@ -379,7 +405,10 @@ def register_bounded(model: ModuleType, bounds: Bounds) -> None:
 
     state_type = model.State
     invalid = model.Invalid
-    core.register_type(state_type, lambda factory: make_bounded_state(state_type, factory, bounds))
+    if _is_remote(model):
+        core.register_type(state_type, lambda factory: make_remote_state(state_type, factory, bounds.keys))
+    else:
+        core.register_type(state_type, lambda factory: make_bounded_state(state_type, factory, bounds))
     proxies = getattr(core, "_SIMPLE_PROXIES", None)
     if not isinstance(proxies, dict) or not all(typ in proxies for typ in (str, bytes, int, tuple, Union)):
         raise RuntimeError("this CrossHair has no creators to replace; bounded mode cannot bound the inputs")
@@ -462,7 +491,10 @@ def register_factories(model: ModuleType) -> None:
     from crosshair import core
 
     state_type = model.State
-    core.register_type(state_type, lambda factory: make_state(state_type, factory))
+    if _is_remote(model):
+        core.register_type(state_type, lambda factory: make_remote_state(state_type, factory, KEYS[:4]))
+    else:
+        core.register_type(state_type, lambda factory: make_state(state_type, factory))
     proxies = getattr(core, "_SIMPLE_PROXIES", None)
     if not isinstance(proxies, dict) or not all(typ in proxies for typ in (str, bytes, tuple, Union)):
         return
@@ -565,9 +597,27 @@ def run_worker(model_path: Path, function: str, index: int, timeout: float, mode
         "paths": paths,
         "confirmed_paths": analysis.num_confirmed_paths,
         "cpu": round(cpu, 2),
-        "bounds": None if bounds is None else bounds.describe(function),
-        "space": None if bounds is None else bounds.states(),
+        "bounds": None if bounds is None else _described(module, bounds, function),
+        "space": None if bounds is None or _is_remote(module) else bounds.states(),
     }
+
+
+def _is_remote(model: ModuleType) -> bool:
+    return getattr(model, "PROFILE", None) == "remote"
+
+
+def _described(model: ModuleType, bounds: Bounds, function: str) -> str:
+    """``bounds.describe``, with the states ``make_remote_state`` builds for the remote model."""
+    text = bounds.describe(function)
+    if not _is_remote(model):
+        return text
+    stored = [math.comb(len(bounds.keys), n) * 2**n for n in range(len(bounds.keys) + 1)]  # by how many are stored
+    count = 1 + sum(ways * (1 + (n >= 2) + (n > 2)) for n, ways in enumerate(stored))  # closed, then gone sets
+    states = (
+        f"remote states: closed, or keys {''.join(bounds.keys)} each absent or stored (2 payloads), "
+        f"at most one gone set ({count} states)"
+    )
+    return re.sub(r"^states: [^;]*", states, text).replace("; each profile", "")  # the remote model has one
 
 
 # ------------------------------------------------------------------- scheduler

@@ -1,0 +1,226 @@
+"""Judge a store against the ``remote`` profile (auxspec.models.remote).
+
+The profile is nondeterministic (an engine may evict anything between two
+calls), so a store is not compared with one expected outcome: each call's
+observed outcome must be one the model allows, and the model then follows
+the branch it observed. The traces are the op alphabet's own
+(``engine.codec.decode`` of seeded bytes, ``strict`` inputs, the ops the
+target offers), each op run through its table row (``engine.table``): its
+call on the store, and its step on the remote model, whose functions have
+the sequential model's names. Two things are left out of the alphabet: the
+observations ``len`` and ``stats`` (no client of a shared engine can count
+what it holds), and the call forms that call back into the store from inside
+a call (the profile defines no call from inside a call), which run in the
+plain ``iter`` form instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, cast
+
+from auxspec.engine.codec import decode
+from auxspec.engine.compare import apply, construct
+from auxspec.engine.ops import PYTHON, READ_INTO, REENTRANT_FORMS, Features, Op, Trace
+from auxspec.engine.table import describe, kind_of
+from auxspec.engine.target import Target
+from auxspec.models import remote
+from auxspec.models.sequential import Err, Kind, Ok, Outcome
+from auxspec.reference import binding
+
+# The ops a remote target may be driven with (beyond put, get and close).
+REMOTE_FEATURES: Features = frozenset({PYTHON, READ_INTO})
+TRACE_BYTES = 96  # random bytes decoded into one trace
+
+
+@dataclass(frozen=True)
+class Violation:
+    """An outcome the profile does not allow: the trace up to it, and what was allowed."""
+
+    trace: Trace
+    index: int  # of the op in trace.ops; -1 for the constructor
+    observed: str
+    allowed: tuple[Outcome, ...]
+
+    def render(self) -> str:
+        lines = [f"store({self.trace.max_bytes!r}, {self.trace.object_nbytes!r})"]
+        lines += [f"  {describe(op)}" for op in self.trace.ops[: self.index + 1]]
+        shown = ", ".join(_show(outcome) for outcome in self.allowed)
+        lines.append(f"the last call gave {self.observed}; the remote profile allows only: {shown}")
+        return "\n".join(lines)
+
+
+@dataclass
+class Tally:
+    """What a judged run saw of the engine."""
+
+    traces: int = 0
+    calls: int = 0
+    puts_refused: int = 0  # puts that failed for room (CAPACITY), changing nothing
+    reads_of_gone: int = 0  # reads that failed MISSING though every key had been put: the engine evicted
+    read_hits: int = 0  # reads of at least one key that returned every object
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Report:
+    target: str
+    seed: int
+    tally: Tally
+    violation: Violation | None
+    seconds: float
+
+    @property
+    def vacuous(self) -> bool:
+        """Every put refused and every read failed is allowed (an engine may
+        evict everything at once), and so is an engine that cannot be reached:
+        a run in which no read returned an object says nothing of the store."""
+        return self.tally.read_hits == 0
+
+    def render(self) -> str:
+        t = self.tally
+        head = (
+            f"{self.target}, remote profile, seed {self.seed}: {t.traces} traces, {t.calls} calls in "
+            f"{self.seconds:.1f} s; {t.read_hits} reads returned every object, {t.reads_of_gone} reads met an "
+            f"eviction, {t.puts_refused} puts were refused for room"
+        )
+        if self.violation is None and self.vacuous:
+            return head + "\nNOTHING JUDGED: no read returned an object (is the engine reachable?)"
+        if self.violation is None:
+            return head + "\nconforms: every outcome was one the remote profile allows"
+        return head + "\nDOES NOT CONFORM:\n" + self.violation.render()
+
+
+def remote_trace(data: bytes, features: Features = REMOTE_FEATURES) -> Trace:
+    """The trace ``data`` decodes to under ``strict``, limited to what the
+    remote profile defines (see the module's docstring)."""
+    trace = decode(data, "strict", features & REMOTE_FEATURES)
+    return replace(trace, ops=tuple(_plain(op) for op in trace.ops))
+
+
+def _plain(op: Op) -> Op:
+    names = {f.name for f in fields(cast(Any, op))}
+    if "form" in names and getattr(op, "form") in REENTRANT_FORMS:  # noqa: B009
+        return cast(Op, replace(cast(Any, op), form="iter"))
+    return op
+
+
+def judge(trace: Trace, target: Target, tally: Tally | None = None) -> Violation | None:
+    """Run ``trace`` on a fresh store of ``target``; the first outcome the
+    profile does not allow, or None. The store is closed at the end."""
+    tally = tally if tally is not None else Tally()
+    tally.traces += 1
+    expected_new = remote.new(binding.as_size(trace.max_bytes), binding.as_size(trace.object_nbytes))
+    store, built = construct(target.factory, trace, target.errors)
+    want = expected_new if isinstance(expected_new, Err) else Ok()
+    if built != want:
+        _close(store)
+        return Violation(trace, -1, _show(built), (want,))
+    if not isinstance(expected_new, remote.State):
+        return None
+    state: remote.State = expected_new
+    try:
+        for index, op in enumerate(trace.ops):
+            allowed = cast(remote.Allowed, kind_of(op).step(remote, cast(Any, state), op))
+            try:
+                observed = apply(store, op, target.errors)
+            except Exception as error:  # no error kind stands for it: not an outcome the profile allows
+                return Violation(trace, index, f"{type(error).__name__}: {error}", allowed.outcomes())
+            tally.calls += 1
+            name = _show(observed)
+            seen = f"{op.name} {observed.kind.value if isinstance(observed, Err) else 'ok'}"
+            tally.outcomes[seen] = tally.outcomes.get(seen, 0) + 1
+            after = allowed.after(observed)
+            if after is None:
+                return Violation(trace, index, name, allowed.outcomes())
+            _count(tally, state, allowed, observed)
+            state = after
+    finally:
+        _close(store)
+    return None
+
+
+def _count(tally: Tally, before: remote.State, allowed: remote.Allowed, observed: Outcome) -> None:
+    if observed == Err(Kind.CAPACITY):
+        tally.puts_refused += 1
+    elif observed == Err(Kind.MISSING) and any(isinstance(o, Ok) for o in allowed.outcomes()):
+        tally.reads_of_gone += 1  # every key may have been stored: the engine must have evicted one
+    elif isinstance(observed, Ok) and isinstance(observed.value, bytes) and observed.value:
+        tally.read_hits += 1
+
+
+def _close(store: Any) -> None:
+    if store is not None:
+        with contextlib.suppress(Exception):  # a store that fails to close was judged on its calls already
+            store.close()
+
+
+def traces(seed: int, features: Features = REMOTE_FEATURES) -> Iterator[Trace]:
+    """The endless, reproducible stream of traces of ``seed``."""
+    source = random.Random(seed)
+    while True:
+        yield remote_trace(source.randbytes(TRACE_BYTES), features)
+
+
+def search(target: Target, seed: int, *, max_traces: int = 300, max_seconds: float = 60.0) -> Report:
+    """Judge ``target`` on the traces of ``seed`` until a violation, ``max_traces``
+    or ``max_seconds``."""
+    tally = Tally()
+    start = time.monotonic()
+    violation: Violation | None = None
+    for count, trace in enumerate(traces(seed, target.features)):
+        if count >= max_traces or time.monotonic() - start > max_seconds:
+            break
+        violation = judge(trace, target, tally)
+        if violation is not None:
+            break
+    return Report(target.label, seed, tally, violation, time.monotonic() - start)
+
+
+def _show(outcome: Outcome) -> str:
+    if isinstance(outcome, Err):
+        return f"error {outcome.kind.value}"
+    value = outcome.value
+    if isinstance(value, bytes) and len(value) > 24:
+        return f"Ok({value[:24]!r}... {len(value)} bytes)"
+    return f"Ok({value!r})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m auxspec.drivers.remote [TARGET | --exec COMMAND] [--seed N]...``:
+    judge a store against the remote profile; exit 1 on a violation, or when
+    no read returned an object (nothing was judged)."""
+    import argparse
+
+    from auxspec.drivers.protocol import process_target
+    from auxspec.engine.target import load_target
+
+    parser = argparse.ArgumentParser(prog="python -m auxspec.drivers.remote", description=main.__doc__)
+    parser.add_argument("target", nargs="?", help="module:Class or path/to/file.py:Class")
+    parser.add_argument("--exec", dest="command", help="a port process speaking docs/protocol.md")
+    parser.add_argument("--seed", type=int, action="append", help="repeatable (default: 1 2 3)")
+    parser.add_argument("--max-traces", type=int, default=300, help="per seed (default 300)")
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="per seed (default 60)")
+    args = parser.parse_args(argv)
+    if (args.target is None) == (args.command is None):
+        parser.error("name a TARGET or an --exec COMMAND")
+    process = process_target(args.command) if args.command else None
+    target = process.target if process is not None else load_target(args.target)
+    failed = False
+    try:
+        for seed in args.seed or [1, 2, 3]:
+            report = search(target, seed, max_traces=args.max_traces, max_seconds=args.max_seconds)
+            print(report.render(), flush=True)
+            failed = failed or report.violation is not None or report.vacuous
+    finally:
+        if process is not None:
+            process.close()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
