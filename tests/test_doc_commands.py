@@ -275,7 +275,19 @@ def _upstream_available() -> bool:
     return upstream is not None and upstream.is_file()
 
 
-@pytest.mark.parametrize("command", UNIQUE_COMMANDS, ids=[command.name for command in UNIQUE_COMMANDS])
+# Commands whose shortest run still takes minutes on a loaded 2-core machine (every fuzzing harness started
+# once or more, the benchmarks' timed loops, the corpus under coverage): the long tier (make test-long) runs them.
+SLOW_COMMANDS = re.compile(r"fuzz/(run|throughput|coverage)\b|benchmarks/bench_\w+\.py|-minimize_crash")
+
+
+def _params(commands: list[Command]) -> list[object]:
+    return [
+        pytest.param(command, id=command.name, marks=[pytest.mark.slow] if SLOW_COMMANDS.search(command.text) else [])
+        for command in commands
+    ]
+
+
+@pytest.mark.parametrize("command", _params(UNIQUE_COMMANDS))
 def test_doc_command(command: Command, checkout: Callable[[str], Path]) -> None:
     plan = plan_of(command)
     if isinstance(plan, NotRun):
@@ -360,9 +372,10 @@ def test_command_extraction(tmp_path: Path) -> None:
     ]
 
 
-def test_no_command_wrote_into_the_tracked_tree(checkout: Callable[[str], Path]) -> None:
-    # Last in this file: after every command above ran in the reader's checkout, the copied tracked
-    # folders hold exactly the tracked files (fuzzing and verifying write into ignored folders or /tmp/).
+@pytest.mark.parametrize("tier", ["fast", pytest.param("long", marks=pytest.mark.slow)])
+def test_no_command_wrote_into_the_tracked_tree(tier: str, checkout: Callable[[str], Path]) -> None:
+    # Last in this file: after every command above (of this tier) ran in the reader's checkout, the copied
+    # tracked folders hold exactly the tracked files (fuzzing and verifying write into ignored folders or /tmp/).
     where = checkout("plain")
     tracked = subprocess.run(
         ["git", "ls-files", "fuzz", "docs"], cwd=ROOT, capture_output=True, text=True, check=False
