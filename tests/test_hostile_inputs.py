@@ -442,3 +442,28 @@ def test_a_port_in_its_own_process_group_still_conforms() -> None:
         capture_output=True, text=True, timeout=280, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+_SLOW_PORT = """
+import json, sys, time
+for number, line in enumerate(sys.stdin, 1):
+    time.sleep(1.5)  # before every answer: the first includes the port's start, the later ones do not
+    print(json.dumps({"id": json.loads(line)["id"], "error": "unsupported"}), flush=True)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_first_request_waits_for_the_start_and_later_ones_the_op_timeout(tmp_path: Path) -> None:
+    from auxspec.drivers.protocol import START_TIMEOUT, V1, PortProcess, ProtocolError
+
+    port = tmp_path / "slow.py"
+    port.write_text(_SLOW_PORT)
+    process = PortProcess(f"{shlex.quote(PY)} {shlex.quote(str(port))}", op_timeout=0.5)
+    try:
+        assert process.hello() == V1  # answered after 1.5 s: within START_TIMEOUT (protocol.md, Limits)
+        with pytest.raises(ProtocolError, match=r"no answer within 0\.5 s"):
+            process.request({"op": "new", "max_bytes": 4, "object_nbytes": 2})
+    finally:
+        process.kill()
+    doc = (Path(__file__).parents[1] / "docs" / "protocol.md").read_text()
+    assert f"`--op-timeout` seconds, but at least {START_TIMEOUT:g}" in doc  # what protocol.md states
