@@ -148,6 +148,26 @@ def test_the_file_limit_can_be_raised_and_a_bad_value_is_a_usage_error(
     assert f"{traces.LINE_VARIABLE}='12ab': give a positive number of bytes" in capsys.readouterr().err
 
 
+def test_explain_and_reproduce_hold_a_bounded_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # They keep every op (explain a view of each): past the op limit the file
+    # is refused at the line that passes it, past the held keys at the step.
+    ops = [{"op": "put", "objects": [[f"k{i}", "0102"]], "expect": {"ok": None}} for i in range(30)]
+    path = _vector(tmp_path / "v.jsonl", ops, max_bytes=20, object_nbytes=2)
+    monkeypatch.setenv(traces.OPS_VARIABLE, "25")
+    for command in ("explain", "reproduce"):
+        assert cli.main([command, str(path)]) == 2
+        assert "v.jsonl:27: more than 25 ops" in capsys.readouterr().err
+    assert cli.main(["verify", "--vectors", str(path), "--max-time", "0", "--out", str(tmp_path / "d")]) == 0
+    monkeypatch.delenv(traces.OPS_VARIABLE)
+    monkeypatch.setenv(traces.KEYS_VARIABLE, "100")  # steps of 1 op and up to 10 keys: 11 each, then more
+    assert cli.main(["explain", str(path)]) == 2
+    assert "v.jsonl: step 14: the steps so far hold more than 100 keys and pins" in capsys.readouterr().err
+    monkeypatch.setenv(traces.KEYS_VARIABLE, "1000")
+    assert cli.main(["explain", str(path)]) == 0
+
+
 # ----------------------------------------------------------- 2. any key
 
 
@@ -215,7 +235,18 @@ def test_a_valid_vector_of_a_huge_store_runs_on_the_bundled_store(
         {"op": "close", "expect": {"ok": None}},
     ]
     path = _vector(tmp_path / "huge.jsonl", ops, max_bytes=max_bytes, object_nbytes=object_nbytes)
-    assert cli.main(["verify", "--vectors", str(path), "--max-time", "0", "--large-stores", "off"]) == 0
+    verify = [
+        "verify",
+        "--vectors",
+        str(path),
+        "--max-time",
+        "0",
+        "--large-stores",
+        "off",
+        "--out",
+        str(tmp_path / "d"),
+    ]
+    assert cli.main(verify) == 0
     assert cli.main(["reproduce", str(path)]) == 0
     assert cli.main(["explain", str(path), "--target"]) == 0
     capsys.readouterr()

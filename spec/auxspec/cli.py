@@ -485,7 +485,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         if args.exec_command and args.target:
             raise LookupError("give --target or --exec CMD, not both")
         if path.suffix == ".jsonl" and not args.raw:
-            trace = traces.load(path).trace
+            trace = traces.load(path, held=True).trace
             how = f"the trace in {path.name} (profile {trace.profile})"
         else:
             data = traces.read_bytes(path)

@@ -59,10 +59,21 @@ MAX_DEPTH = 16
 # MB, and verify's streamed replay of it a few seconds. The largest bundled
 # vector is 40 KB; a batch of 600,000 objects is one line of 13 MB.
 MAX_FILE = 1 << 26
-# The file limits can be raised (never lowered below the defaults' purpose:
-# any positive number is taken) through these variables, for every command.
+# The file readers' two limits, for every command: any positive number of
+# bytes through these variables (docs/protocol.md, Limits).
 LINE_VARIABLE = "AUXSPEC_MAX_LINE_BYTES"
 FILE_VARIABLE = "AUXSPEC_MAX_FILE_BYTES"
+# The most ops a reader that holds a whole trace takes (explain and
+# reproduce; verify and vectors --check stream any number): explain keeps a
+# view of every step, about 4 KB each (a 290,000-op vector of 20 MB took
+# 1.1 GB and 26 s of CPU), so 50,000 stay near 200 MB.
+MAX_HELD_OPS = 50_000
+OPS_VARIABLE = "AUXSPEC_MAX_OPS"
+# And the stored keys and pins explain's steps keep in all (the store after
+# each step), about 270 bytes each: 20,000 puts over a store of 100 keys hold
+# 2,000,000 and peak at 575 MB. A batch of 600,000 keys read once holds 1.2 million.
+MAX_HELD_KEYS = 2_000_000
+KEYS_VARIABLE = "AUXSPEC_MAX_HELD_KEYS"
 
 
 class TraceError(ValueError):
@@ -326,12 +337,14 @@ def loads(text: str, source: str = "<trace>") -> Vector:
     return _vector(io.StringIO(text), source)
 
 
-def load(path: Path) -> Vector:
+def load(path: Path, held: bool = False) -> Vector:
     """The vector in the file at ``path``, read line by line (within
-    ``file_limits()``)."""
+    ``file_limits()``). ``held``: for a command that keeps a view of every
+    op, which takes at most ``held_ops_limit()`` of them."""
+    most = held_ops_limit() if held else None
     try:
         with open_file(path) as stream:
-            return _vector(stream, str(path))
+            return _vector(stream, str(path), most)
     except OSError as error:
         raise TraceError(f"{path}: cannot read: {error}") from None
 
@@ -341,16 +354,30 @@ def file_limits() -> tuple[int, int]:
     and ``MAX_FILE``, or what ``LINE_VARIABLE`` and ``FILE_VARIABLE`` say.
 
     raises: TraceError (a variable that is not a positive integer)"""
-    limits = []
-    for variable, default in ((LINE_VARIABLE, MAX_LINE), (FILE_VARIABLE, MAX_FILE)):
-        given = os.environ.get(variable, "").strip()
-        if not given:
-            limits.append(default)
-            continue
-        if not given.isdigit() or int(given) == 0 or len(given) > 18:
-            raise TraceError(f"{variable}={given!r}: give a positive number of bytes")
-        limits.append(int(given))
-    return limits[0], limits[1]
+    return _limit(LINE_VARIABLE, MAX_LINE, "bytes"), _limit(FILE_VARIABLE, MAX_FILE, "bytes")
+
+
+def held_ops_limit() -> int:
+    """The most ops ``load(path, held=True)`` takes: ``MAX_HELD_OPS`` or ``OPS_VARIABLE``.
+
+    raises: TraceError"""
+    return _limit(OPS_VARIABLE, MAX_HELD_OPS, "ops")
+
+
+def held_keys_limit() -> int:
+    """The most keys and pins explain's steps keep: ``MAX_HELD_KEYS`` or ``KEYS_VARIABLE``.
+
+    raises: TraceError"""
+    return _limit(KEYS_VARIABLE, MAX_HELD_KEYS, "keys")
+
+
+def _limit(variable: str, default: int, unit: str) -> int:
+    given = os.environ.get(variable, "").strip()
+    if not given:
+        return default
+    if not given.isdigit() or int(given) == 0 or len(given) > 18:
+        raise TraceError(f"{variable}={given!r}: give a positive number of {unit}")
+    return int(given)
 
 
 def open_file(path: Path) -> BinaryIO:
@@ -534,16 +561,28 @@ def _past_total(source: str, number: int, total: int) -> str:
     )
 
 
-def _vector(stream: IO[Any], source: str) -> Vector:
-    lines = lines_of(stream, source, *file_limits())
+def _vector(stream: IO[Any], source: str, most: int | None = None) -> Vector:
+    at = [0]  # the number of the line read last
+    lines = _noting(lines_of(stream, source, *file_limits()), at)
     header = _header(lines, source)
     ops: list[Op] = []
     expected: list[Outcome] = []
     for op, outcome in _ops(lines, header, source):
         ops.append(op)
         expected.append(outcome)
+        if most is not None and len(ops) > most:
+            raise TraceError(
+                f"{source}:{at[0]}: more than {most} ops, the most a command that shows every op takes "
+                f"({OPS_VARIABLE} raises it; the rest was not read)"
+            )
     trace = Trace(header.profile, header.max_bytes, header.object_nbytes, tuple(ops))
     return Vector(header.name, header.description, trace, tuple(expected), header.expect_new)
+
+
+def _noting(lines: Iterator[tuple[int, str]], at: list[int]) -> Iterator[tuple[int, str]]:
+    for number, raw in lines:
+        at[0] = number
+        yield number, raw
 
 
 def _header(lines: Iterator[tuple[int, str]], source: str) -> Header:

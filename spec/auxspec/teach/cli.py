@@ -23,7 +23,7 @@ from auxspec.models.sequential import Outcome
 from auxspec.teach import terminal
 from auxspec.teach.html import page
 from auxspec.teach.play import main_play
-from auxspec.teach.timeline import timeline
+from auxspec.teach.timeline import TooLong, timeline
 
 COMMANDS = ("explain", "play")
 BUNDLED = "auxstore"  # --target with no value: the bundled store
@@ -102,7 +102,7 @@ def read_input(path: Path, profile: str = "strict", fuzz: bool = False, features
 
     raises: TraceError"""
     if not fuzz and (path.suffix == ".jsonl" or _looks_like_trace(path)):
-        vector = traces.load(path)
+        vector = traces.load(path, held=True)
         notes: tuple[str, ...] = ()
         if vector.description.startswith(FOUND_BY):
             label = vector.description[len(FOUND_BY) :]
@@ -143,13 +143,18 @@ def explain(args: argparse.Namespace) -> int:
             target = load_target(None if args.target == BUNDLED else args.target)
         features = target.features if target else ALL
         given = read_input(args.file, args.profile, args.fuzz, features)
+        most_held = traces.held_keys_limit()
         if args.exec_command:
             target, stop = exec_target(args.exec_command, args.op_timeout)
     except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
     try:
-        line = timeline(given.trace, given.title, given.description, given.recorded)
+        try:
+            line = timeline(given.trace, given.title, given.description, given.recorded, most_held)
+        except TooLong as error:
+            print(f"auxspec: {args.file}: {error} ({traces.KEYS_VARIABLE} raises the limit)", file=sys.stderr)
+            return 2
         line = replace(line, notes=given.notes)
         if target is not None:
             from auxspec.teach.divergence import against

@@ -11,6 +11,7 @@ returns, so a view cannot drift from the spec.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, islice
@@ -210,19 +211,36 @@ def initial(trace: Trace) -> State | Err:
     return model.new(as_size(trace.max_bytes), as_size(trace.object_nbytes), trace.profile)
 
 
+class TooLong(ValueError):
+    """A timeline whose steps would hold more than the limit of keys."""
+
+
 def timeline(
-    trace: Trace, title: str = "", description: str = "", recorded: tuple[Outcome, ...] | None = None
+    trace: Trace,
+    title: str = "",
+    description: str = "",
+    recorded: tuple[Outcome, ...] | None = None,
+    most_held: int | None = None,
 ) -> Timeline:
     """Every op of ``trace`` as a ``Step``. ``recorded``: the outcomes a file
-    expects, to flag any the spec disagrees with."""
+    expects, to flag any the spec disagrees with. ``most_held``: how many
+    stored keys and pins the steps' states may hold in all (each step keeps
+    the store after it: a long trace over a wide store is steps x keys).
+
+    raises: TooLong"""
     built = initial(trace)
     sizes = (trace.profile, trace.max_bytes, trace.object_nbytes)
     if isinstance(built, Err):
         return Timeline(title, description, *sizes, capacity=None, built=built)
     state = built
     steps: list[Step] = []
+    held = 0
     for index, op in enumerate(trace.ops):
         step = view(state, op, index + 1)
+        if step.state is not None and most_held is not None:
+            held += 1 + len(step.state.entries) + len(step.state.refs)
+            if held > most_held:
+                raise TooLong(f"step {index + 1}: the steps so far hold more than {most_held:,} keys and pins")
         if recorded is not None and index < len(recorded) and recorded[index] != step.outcome:
             step = replace(step, recorded=recorded[index])
         steps.append(step)
@@ -296,11 +314,17 @@ def _row_of(label: str, order: dict[str, bytes], counts: dict[str, int], tags: d
     unstored = sorted((key, count) for key, count in counts.items() if key not in order)
     return Row(
         label,
-        tuple(Slot(key, payload, counts.get(key, 0), frozenset(tags.get(key, ()))) for key, payload in shown),
+        tuple(_slot(key, payload, counts.get(key, 0), frozenset(tags.get(key, ()))) for key, payload in shown),
         tuple(unstored[:LIST_SHOWN]),
         hidden,
         max(len(unstored) - LIST_SHOWN, 0),
     )
+
+
+# One Slot for each (key, payload, pins, tags): a key that stays as it was
+# is the same object in every row and every step, so a timeline of 50,000
+# steps holds its distinct slots once, not 4 rows x 64 slots per step.
+_slot = functools.lru_cache(maxsize=1 << 16)(Slot)
 
 
 def _tag(tags: dict[str, set[str]], keys: Iterable[str], tag: str) -> None:
