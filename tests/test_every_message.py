@@ -105,8 +105,9 @@ def test_an_arena_that_cannot_be_mapped_shows_the_bytes_the_objects_and_the_os_e
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(mmap, "mmap", _FailingMmap())
-    # Capacity 4 of 2 bytes: one first chunk of 4 slots, 8 bytes.
-    assert _message(lambda: BlockObjectStore(max_bytes=4 * N + 1, object_nbytes=N), MemoryError) == (
+    # Capacity 4 of 2 bytes: one first chunk of 4 slots, 8 bytes, mapped by the first put.
+    store = BlockObjectStore(max_bytes=4 * N + 1, object_nbytes=N)
+    assert _message(lambda: store.put([BlockObject("a", b"ab")]), MemoryError) == (
         "auxiliary output store cannot map 8 more bytes for 4 objects: [Errno 12] Cannot allocate memory"
     )
 

@@ -96,10 +96,13 @@ def test_a_store_whose_arena_cannot_be_mapped_is_a_memory_error(
     monkeypatch: pytest.MonkeyPatch, error: BaseException
 ) -> None:
     monkeypatch.setattr(mmap, "mmap", _FailingMmap(0, error))
+    store = BlockObjectStore(max_bytes=8 * N, object_nbytes=N)  # maps nothing yet (issue 30)
     with pytest.raises(MemoryError, match=r"cannot map \d+ more bytes for \d+ objects") as raised:
-        BlockObjectStore(max_bytes=8 * N, object_nbytes=N)
+        store.put([obj("a")])  # the first key stored maps the first chunk
     assert str(error) in str(raised.value)
     assert raised.value.__cause__ is None  # from None: the OS error is in the message
+    assert "a" not in store and len(store) == 0  # and the put changed nothing
+    store.check_invariants()
 
 
 def test_a_put_whose_chunks_cannot_all_be_mapped_changes_nothing(

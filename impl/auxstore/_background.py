@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import sys
 import threading
 import weakref
@@ -68,6 +69,7 @@ from auxstore._types import StoreStats
 __all__ = ["BackgroundBlockObjectStore", "WriterDiedError"]
 
 _CLOSED = "auxiliary output store is closed"
+_CLOSE = operator.methodcaller("close")  # a C callable: see _Shared.close_inner
 _NOT_LISTS = (str, bytes, bytearray)
 # Backstops only: every wake-up is also signalled. The owner re-checks the
 # writer's life this often while it waits; the writer re-checks for work and
@@ -102,7 +104,7 @@ class _Shared:
         "dropped",
         "error",
         "in_call",
-        "inner_closed",
+        "inner_closes",
         "max_pending",
         "orphan_claim",
         "owner",
@@ -129,7 +131,7 @@ class _Shared:
         self.stopping = False  # close() began or the store was dropped: the writer ends when idle
         self.dropped = False  # the store became garbage: the inner store is closed for it
         self.closed = False  # close() finished: closing again does nothing
-        self.inner_closed = False
+        self.inner_closes: list[object] = []  # one entry once the inner store's close returned
         self.reported = False  # close() raised the latched failure
         self.writer_done = False
         self.orphan_claim = [None]  # popped (atomically) by whoever closes a dropped store's inner store
@@ -148,11 +150,13 @@ class _Shared:
 
     def close_inner(self) -> None:
         """Close the inner store once; a close that raised is retried next time."""
-        if not self.inner_closed:
-            # One line, so no line event (a traced interruption) falls between
-            # the close and its record: an interrupted close is retried, a
-            # finished one is not repeated.
-            self.inner_closed = self.store.close() or True
+        if not self.inner_closes:
+            # The call and its record are one C call (list.extend over map):
+            # no bytecode of this frame, where an interruption (a signal, an
+            # injected exception) lands, falls between the close returning
+            # and its record. So a close that raised is retried, and one that
+            # returned is never repeated.
+            self.inner_closes.extend(map(_CLOSE, (self.store,)))
 
 
 # ---------------------------------------------------------------- the writer

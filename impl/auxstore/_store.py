@@ -101,6 +101,7 @@ _COPY_EACH_MIN = 4096
 # mapping takes memory only as its pages are written, so memory still follows
 # what is stored; only the address space is reserved.
 _FIRST_CHUNK_BYTES = 1 << 30
+_NO_CHUNK = memoryview(b"")  # _base before the first chunk is mapped
 
 
 class _Object(Protocol):
@@ -179,15 +180,15 @@ class BlockObjectStore:
         self._capacity = max_bytes // object_nbytes
         # The arena grows by chunks as slots are needed (each chunk as many
         # slots as all before it), so memory follows what is stored, not
-        # max_bytes: any max_bytes is accepted, as in the spec. The first
-        # chunk is made now, so a store always has an _arena.
-        first = _Growth.plan(0, 1, self._capacity, object_nbytes, 0)
-        self._chunks: list[mmap.mmap] = list(first.chunks)
-        self._bases: list[memoryview] = list(first.bases)  # chunk i's whole view
-        self._chunk_starts: list[int] = [0]  # chunk i's first slot
-        self._allocated = first.allocated  # slots the chunks hold
-        self._arena: mmap.mmap | None = self._chunks[0]  # None once closed
-        self._base = self._bases[0]
+        # max_bytes: any max_bytes is accepted, as in the spec. Nothing is
+        # mapped before the first put that stores a key: a store whose one
+        # object is 1 TiB costs nothing until that object is written.
+        self._chunks: list[mmap.mmap] = []
+        self._bases: list[memoryview] = []  # chunk i's whole view
+        self._chunk_starts: list[int] = []  # chunk i's first slot
+        self._allocated = 0  # slots the chunks hold
+        self._arena: mmap.mmap | None = None  # the first chunk, once mapped; None again once closed
+        self._base = _NO_CHUNK  # the first chunk's view (read only while it is the only chunk)
         self._made = 0  # slots 0.._made-1 are in use: one per stored key
         self._lru: OrderedDict[str, int] = OrderedDict()  # unpinned key -> slot number, least recent first
         self._pinned: dict[str, int] = {}  # pinned key -> slot number
@@ -555,6 +556,8 @@ class BlockObjectStore:
         self._bases[at:] = growth.bases
         self._chunk_starts[at:] = growth.starts
         self._allocated = growth.allocated
+        if at == 0:  # the first mapping of the store
+            self._arena, self._base = self._chunks[0], self._bases[0]
 
     def _new_slot(self) -> int:
         """Put the next slot in use (for tests that build odd states)."""
@@ -736,14 +739,14 @@ class BlockObjectStore:
         return StoreSnapshot(
             entries=tuple((key, self._slot_view(slot).tobytes()) for key, slot in stored),
             references=tuple(sorted(self._refs.items())),
-            closed=self._arena is None,
+            closed=self._gate is _CLOSED_GATE,
         )
 
     def check_invariants(self) -> None:
         """Raise InvariantError describing the first inconsistency in the
         bookkeeping (usable after close as well)."""
         lru, pinned, refs, made = self._lru, self._pinned, self._refs, self._made
-        if self._arena is None:
+        if self._gate is _CLOSED_GATE:
             if lru or pinned or refs or made:
                 raise InvariantError("a closed store still holds keys, references or slots")
             return
@@ -753,8 +756,11 @@ class BlockObjectStore:
         if made > capacity:
             raise InvariantError(f"{made} slots allocated > capacity {capacity}")
         starts, chunks = self._chunk_starts, self._chunks
-        ends = [*starts[1:], self._allocated]
-        if starts[0] != 0 or self._arena is not chunks[0] or not len(starts) == len(chunks) == len(self._bases):
+        ends = [*starts[1:], self._allocated] if starts else []
+        if not chunks:  # nothing mapped yet: no slot either
+            if starts or self._bases or self._arena is not None or self._allocated or made:
+                raise InvariantError("the chunk table is inconsistent")
+        elif starts[0] != 0 or self._arena is not chunks[0] or not len(starts) == len(chunks) == len(self._bases):
             raise InvariantError("the chunk table is inconsistent")
         for start, end, chunk, base in zip(starts, ends, chunks, self._bases, strict=True):
             if end <= start or len(chunk) != (end - start) * nbytes or base.obj is not chunk:

@@ -26,13 +26,16 @@ from auxspec.engine import traces
 from auxspec.engine.codec import decode
 from auxspec.engine.compare import Divergence, compare
 from auxspec.engine.deviations import DEVIATIONS
-from auxspec.engine.expect import expected_outcomes
+from auxspec.engine.expect import expected_new, expected_outcomes
 from auxspec.engine.ops import Trace
 from auxspec.engine.table import describe, trace_needs
 from auxspec.engine.target import Target, errors_of, load_attribute, load_target
 from auxspec.engine.traces import TraceError, outcome_to_json, printable
 from auxspec.generators import exhaustive, large
+from auxspec.models.sequential import Err
 from auxspec.teach import cli as teach_cli
+from auxspec.teach.cli import op_timeout
+from auxspec.teach.timeline import ROW_ENDS, some
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
 REGRESSIONS = BUNDLED_VECTORS / "regressions"
@@ -62,9 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         type=_command,
         help="verify a port process speaking docs/protocol.md (split as a shell would, not run by one)",
     )
-    check.add_argument(
-        "--op-timeout", type=_seconds(positive=True), default=5.0, help="seconds a port process may take per op"
-    )
+    check.add_argument("--op-timeout", type=op_timeout, default=5.0, help="seconds a port process may take per op")
     check.add_argument("--profile", choices=("strict", "upstream"), default="strict")
     check.add_argument(
         "--max-time", type=_seconds(positive=False), default=30.0, help="seconds of exploration (default 30)"
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     again.add_argument(
         "--exec", dest="exec_command", metavar="CMD", help="a port process speaking docs/protocol.md instead"
     )
-    again.add_argument("--op-timeout", type=float, default=5.0, help="seconds a port process may take per op")
+    again.add_argument("--op-timeout", type=op_timeout, default=5.0, help="seconds a port process may take per op")
     again.add_argument("--profile", choices=("strict", "upstream"), default="strict", help="how a raw input is decoded")
     again.add_argument("--raw", action="store_true", help="decode FILE as fuzzer bytes whatever its name")
     again.add_argument(
@@ -180,6 +181,9 @@ def _verify(args: argparse.Namespace) -> int:
         if args.exec_command is not None and args.target:
             raise LookupError("give a TARGET or --exec CMD, not both")
         vector_paths = args.vectors or ([BUNDLED_VECTORS] if BUNDLED_VECTORS.is_dir() else [])
+        for folder in args.vectors or ():  # a folder given by mistake would otherwise verify nothing and pass
+            if folder.is_dir() and next(folder.rglob("*.jsonl"), None) is None:
+                raise LookupError(f"{folder}: no vector file (*.jsonl) in this folder")
         vectors = [v for v in verify.survey_vectors(vector_paths) if v.profile == args.profile]
         if args.exec_command is not None:  # started last: nothing after it can fail and leave it running
             port = process_target(args.exec_command, args.op_timeout)
@@ -491,10 +495,10 @@ def _reproduce(args: argparse.Namespace) -> int:
         if args.exec_command and args.target:
             raise LookupError("give --target or --exec CMD, not both")
         if path.suffix == ".jsonl" and not args.raw:
-            trace = traces.load(path).trace
+            trace = traces.load(path, held=True).trace
             how = f"the trace in {path.name} (profile {trace.profile})"
         else:
-            data = path.read_bytes()
+            data = traces.read_bytes(path)
             how = f"{len(data)} bytes of {path.name} decoded as a fuzzer input (profile {args.profile})"
         if args.exec_command:
             target, stop = verify.exec_target(args.exec_command, args.op_timeout)
@@ -516,7 +520,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace, trace: Trace, target: Target, how: str) -> int:
     print(f"replaying {how} on {target.label}")
-    print(explain(trace))
+    print(printable(explain(trace), newlines=True))
     divergence = compare(trace, target)
     if divergence is None:
         print(f"{target.label} agrees with the spec on this input" + ("; no vector written" if args.save else ""))
@@ -539,14 +543,22 @@ def _replay(args: argparse.Namespace, trace: Trace, target: Target, how: str) ->
 
 def explain(trace: Trace) -> str:
     """Each op with the spec's outcome and the recency order after it."""
-    rows = [f"store(max_bytes={trace.max_bytes}, object_nbytes={trace.object_nbytes}, profile={trace.profile})"]
+    rows = [f"store(max_bytes={trace.max_bytes!r}, object_nbytes={trace.object_nbytes!r}, profile={trace.profile})"]
+    built = expected_new(trace)
+    if isinstance(built, Err):  # then the spec runs no op (a file's expect_new may say otherwise)
+        rows.append(f"     -> {outcome_to_json(built)}: the store cannot be built, no op runs")
+        return "\n".join(rows)
     for number, (op, (outcome, snapshot)) in enumerate(zip(trace.ops, expected_outcomes(trace), strict=True), 1):
         pins = dict(snapshot.references)
-        order = " ".join(f"{k}*{pins[k]}" if k in pins else k for k, _ in snapshot.entries)
+        keys = [k for k, _ in snapshot.entries]
+        if len(keys) > 2 * ROW_ENDS:  # a long row is shown by its ends, as explain shows it
+            keys[ROW_ENDS:-ROW_ENDS] = [f"… {len(keys) - 2 * ROW_ENDS:,} more …"]
+        order = " ".join(f"{k}*{pins[k]}" if k in pins else k for k in keys)
         rows.append(f"{number:>3}. {describe(op):<60} -> {outcome_to_json(outcome)}")
+        unstored = sorted(set(pins).difference(k for k, _ in snapshot.entries))
         rows.append(
             f"      LRU [ {order} ] MRU"
-            + (f"  unstored pins {pins}" if set(pins) - {k for k, _ in snapshot.entries} else "")
+            + (f"  unstored pins {some([f'{k}={pins[k]}' for k in unstored])}" if unstored else "")
         )
     return "\n".join(rows)
 

@@ -7,6 +7,7 @@ command says which extra to install instead of a traceback.
 
 from __future__ import annotations
 
+import io
 import sys
 
 # The third-party modules the commands import, and the extra that brings each.
@@ -23,6 +24,11 @@ def main() -> int:
             raise
         print(f"auxspec: needs {top}: pip install 'auxstore[{EXTRA_OF[top]}]'", file=sys.stderr)
         return 2
+    # The last guard of the output: what a command failed to escape (a key
+    # with a lone surrogate) is written as a backslash escape, never a traceback.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     return run()
 
 

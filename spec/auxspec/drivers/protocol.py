@@ -22,11 +22,11 @@ from __future__ import annotations
 import contextlib
 import importlib.resources
 import json
-import math
 import os
 import re
 import select
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -74,6 +74,10 @@ STDERR_TAIL = 2000  # bytes of the port's stderr kept for the report
 # The first request to a process waits at least this long: it includes the
 # process's start (an interpreter importing its modules on a loaded machine).
 START_TIMEOUT = 20.0
+# The longest per-op timeout taken: a day. Longer is no timeout at all, and
+# past about 1e9 s the waits themselves overflow (select, monotonic deadlines).
+MAX_OP_TIMEOUT = 86400.0
+_EXIT_POLL = 0.1  # seconds between checks that a port waited for is still running
 MAX_ANSWER_INT = 1 << 63  # an integer in an answer beyond this is not a count any store has
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 _ANSWER_KEYS = {"id", "ok", "error", "message"}
@@ -98,6 +102,21 @@ class _Broken(Exception):
 class _Gone(_Broken):
     """The port ended its stdout (exited, or closed it) or did not answer in
     time: for a handshake, what a protocol 1 port may do with an unknown op."""
+
+
+def check_op_timeout(seconds: object) -> float:
+    """``seconds`` as a per-op timeout: a positive number up to ``MAX_OP_TIMEOUT``.
+
+    raises: ValueError"""
+    if (
+        not isinstance(seconds, (int, float))
+        or isinstance(seconds, bool)
+        or not 0 < seconds <= MAX_OP_TIMEOUT  # NaN fails it too
+    ):
+        raise ValueError(
+            f"the per-op timeout must be a positive number of seconds up to {MAX_OP_TIMEOUT:g}, not {seconds!r}"
+        )
+    return float(seconds)
 
 
 def parse_command(command: str) -> list[str]:
@@ -252,12 +271,20 @@ class PortProcess:
         self._waiting = op_timeout
         self._tail = bytearray()
         self._tail_lock = threading.Lock()
-        if not (isinstance(op_timeout, (int, float)) and math.isfinite(op_timeout) and op_timeout > 0):
-            raise ProtocolError(f"the per-op timeout must be a positive finite number of seconds, not {op_timeout!r}")
+        try:
+            check_op_timeout(op_timeout)
+        except ValueError as error:
+            raise ProtocolError(str(error)) from None
         try:
             argv = parse_command(command)
+            # Its own process group: what it forks is ended with it (``_end_group``).
             self.process = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
+                start_new_session=True,
             )
         except (OSError, ValueError) as error:
             raise ProtocolError(f"cannot start {command!r}: {error}", at_start=earlier_answers == 0) from None
@@ -367,8 +394,13 @@ class PortProcess:
             if left <= 0:
                 partial = f" ({scanned} bytes came without a newline)" if scanned else ""
                 raise _Gone(f"no answer within {self._waiting:g} s{partial}")
-            ready, _, _ = select.select([self._out], [], [], left)
+            # Woken now and then to see whether the port has exited: a child it
+            # started may hold its stdout open, so no end of output would come.
+            ready, _, _ = select.select([self._out], [], [], min(left, _EXIT_POLL))
             if not ready:
+                if self.process.poll() is not None:
+                    partial = f" after {scanned} bytes without a newline" if scanned else ""
+                    raise _Gone(f"the port exited{partial}{self._exit_status()}")
                 continue
             chunk = os.read(self._out, 1 << 20)
             if not chunk:
@@ -402,7 +434,7 @@ class PortProcess:
 
     def _stderr_tail(self) -> str:
         tail = self.stderr_tail()
-        return f"; its stderr ends: {tail[-500:]}" if tail else ""
+        return f"; its stderr ends: {tail}" if tail else ""  # already cut to STDERR_TAIL bytes
 
     def _exit_status(self) -> str:
         try:
@@ -414,10 +446,16 @@ class PortProcess:
     # ------------------------------------------------------------- the end
 
     def kill(self) -> None:
+        self._end_group()  # the port and its children at once, before it is reaped and its pid freed
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
         self._close_pipes()
+
+    def _end_group(self) -> None:
+        """Kill whatever the port started that is still running: none of it outlives verify."""
+        with contextlib.suppress(OSError):  # the group is empty (ProcessLookupError) or gone
+            os.killpg(self.process.pid, signal.SIGKILL)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):  # the port may be gone already
@@ -428,6 +466,7 @@ class PortProcess:
             self.process.wait(timeout=self.op_timeout)
         except subprocess.TimeoutExpired:
             self.kill()
+        self._end_group()
         self._close_pipes()
 
     def _close_pipes(self) -> None:

@@ -8,13 +8,16 @@ of format 1 keep reading it."""
 
 from __future__ import annotations
 
+import errno
 import io
 import itertools
 import json
+import os
+import stat
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from auxspec.engine.expect import expected_new, expected_outcomes
 from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys, Shape, shape_fits
@@ -51,6 +54,26 @@ MAX_LINE = 1 << 24
 # The deepest nesting of arrays and objects a line may have; the deepest
 # valid line (a snapshot answer, a stats expectation) nests 4 deep.
 MAX_DEPTH = 16
+# The most bytes a reader takes from one file (a trace, a vector, a fuzzer
+# input): what explain and reproduce hold in memory whole stays a few hundred
+# MB, and verify's streamed replay of it a few seconds. The largest bundled
+# vector is 40 KB; a batch of 600,000 objects is one line of 13 MB.
+MAX_FILE = 1 << 26
+# The file readers' two limits, for every command: any positive number of
+# bytes through these variables (docs/protocol.md, Limits).
+LINE_VARIABLE = "AUXSPEC_MAX_LINE_BYTES"
+FILE_VARIABLE = "AUXSPEC_MAX_FILE_BYTES"
+# The most ops a reader that holds a whole trace takes (explain and
+# reproduce; verify and vectors --check stream any number): explain keeps a
+# view of every step, about 4 KB each (a 290,000-op vector of 20 MB took
+# 1.1 GB and 26 s of CPU), so 50,000 stay near 200 MB.
+MAX_HELD_OPS = 50_000
+OPS_VARIABLE = "AUXSPEC_MAX_OPS"
+# And the stored keys and pins explain's steps keep in all (the store after
+# each step), about 270 bytes each: 20,000 puts over a store of 100 keys hold
+# 2,000,000 and peak at 575 MB. A batch of 600,000 keys read once holds 1.2 million.
+MAX_HELD_KEYS = 2_000_000
+KEYS_VARIABLE = "AUXSPEC_MAX_HELD_KEYS"
 
 
 class TraceError(ValueError):
@@ -314,14 +337,78 @@ def loads(text: str, source: str = "<trace>") -> Vector:
     return _vector(io.StringIO(text), source)
 
 
-def load(path: Path) -> Vector:
-    """The vector in the file at ``path``, read line by line (each at most
-    ``MAX_LINE`` bytes)."""
+def load(path: Path, held: bool = False) -> Vector:
+    """The vector in the file at ``path``, read line by line (within
+    ``file_limits()``). ``held``: for a command that keeps a view of every
+    op, which takes at most ``held_ops_limit()`` of them."""
+    most = held_ops_limit() if held else None
     try:
-        with path.open("rb") as stream:
-            return _vector(stream, str(path))
+        with open_file(path) as stream:
+            return _vector(stream, str(path), most)
     except OSError as error:
         raise TraceError(f"{path}: cannot read: {error}") from None
+
+
+def file_limits() -> tuple[int, int]:
+    """The longest line and the most bytes a file reader takes: ``MAX_LINE``
+    and ``MAX_FILE``, or what ``LINE_VARIABLE`` and ``FILE_VARIABLE`` say.
+
+    raises: TraceError (a variable that is not a positive integer)"""
+    return _limit(LINE_VARIABLE, MAX_LINE, "bytes"), _limit(FILE_VARIABLE, MAX_FILE, "bytes")
+
+
+def held_ops_limit() -> int:
+    """The most ops ``load(path, held=True)`` takes: ``MAX_HELD_OPS`` or ``OPS_VARIABLE``.
+
+    raises: TraceError"""
+    return _limit(OPS_VARIABLE, MAX_HELD_OPS, "ops")
+
+
+def held_keys_limit() -> int:
+    """The most keys and pins explain's steps keep: ``MAX_HELD_KEYS`` or ``KEYS_VARIABLE``.
+
+    raises: TraceError"""
+    return _limit(KEYS_VARIABLE, MAX_HELD_KEYS, "keys")
+
+
+def _limit(variable: str, default: int, unit: str) -> int:
+    given = os.environ.get(variable, "").strip()
+    if not given:
+        return default
+    if not given.isdigit() or int(given) == 0 or len(given) > 18:
+        raise TraceError(f"{variable}={given!r}: give a positive number of {unit}")
+    return int(given)
+
+
+def open_file(path: Path) -> BinaryIO:
+    """``path`` open for reading, without waiting for a writer: a FIFO that
+    nobody writes to reads as empty, not as a hang.
+
+    raises: OSError"""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if stat.S_ISDIR(os.fstat(descriptor).st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def read_bytes(path: Path) -> bytes:
+    """The whole file at ``path`` (a fuzzer input), at most the file limit.
+
+    raises: TraceError"""
+    _, total = file_limits()
+    try:
+        with open_file(path) as stream:
+            data = stream.read(total + 1)
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read: {error}") from None
+    if len(data) > total:
+        raise TraceError(f"{path}: longer than {total} bytes, the most a reader takes ({FILE_VARIABLE} raises it)")
+    return data
 
 
 def scan(path: Path) -> tuple[Header, Iterator[tuple[Op, Outcome]]]:
@@ -331,11 +418,11 @@ def scan(path: Path) -> tuple[Header, Iterator[tuple[Op, Outcome]]]:
     raises: TraceError
     """
     try:
-        stream = path.open("rb")
+        stream = open_file(path)
     except OSError as error:
         raise TraceError(f"{path}: cannot read: {error}") from None
     try:
-        lines = lines_of(stream, str(path))
+        lines = lines_of(stream, str(path), *file_limits())
         header = _header(lines, str(path))
     except BaseException:
         stream.close()
@@ -406,16 +493,25 @@ def survey(path: Path) -> VectorFile:
     return VectorFile(path, header, steps, frozenset(found))
 
 
-def lines_of(stream: IO[Any], source: str, limit: int = MAX_LINE) -> Iterator[tuple[int, str]]:
+def lines_of(
+    stream: IO[Any], source: str, limit: int = MAX_LINE, total: int | None = None
+) -> Iterator[tuple[int, str]]:
     """Each line of ``stream`` (bytes or text) with its number, without its
     newline; a ``TraceError`` for a line longer than ``limit`` (its rest is
-    not read) or not UTF-8."""
-    number = 0
+    not read), for the line that takes the stream past ``total`` bytes, or
+    for one that is not UTF-8. A file known to be longer than ``total`` is
+    refused before any line is parsed, naming the same line."""
+    if total is not None and _size_of(stream) > total:
+        raise _oversize(stream, source, limit, total)
+    number = read = 0
     while True:
         raw = stream.readline(limit + 1)
         if not raw:
             return
         number += 1
+        read += len(raw)
+        if total is not None and read > total:
+            raise TraceError(_past_total(source, number, total))
         newline = b"\n" if isinstance(raw, bytes) else "\n"
         if raw.endswith(newline):
             raw = raw[:-1]
@@ -429,16 +525,64 @@ def lines_of(stream: IO[Any], source: str, limit: int = MAX_LINE) -> Iterator[tu
         yield number, raw
 
 
-def _vector(stream: IO[Any], source: str) -> Vector:
-    lines = lines_of(stream, source)
+def _size_of(stream: IO[Any]) -> int:
+    """The size of the regular file behind ``stream``; 0 for anything else."""
+    try:
+        status = os.fstat(stream.fileno())
+    except (OSError, ValueError):  # a text buffer (io.UnsupportedOperation), a closed stream
+        return 0
+    return status.st_size if stat.S_ISREG(status.st_mode) else 0
+
+
+def _oversize(stream: IO[bytes], source: str, limit: int, total: int) -> TraceError:
+    """The error ``lines_of`` would meet in a file longer than ``total``,
+    found by counting bytes and newlines only (1 MiB at a time), not parsing."""
+    number, length, read = 1, 0, 0
+    while read <= total:
+        chunk = stream.read(min(1 << 20, total + 1 - read))
+        if not chunk:
+            break
+        read += len(chunk)
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if length + end - start > limit:
+                break
+            number, length, start = number + 1, 0, end + 1
+        length += len(chunk) - start
+        if length > limit:
+            return TraceError(f"{source}:{number}: line longer than {limit} bytes (the rest was not read)")
+    return TraceError(_past_total(source, number, total))
+
+
+def _past_total(source: str, number: int, total: int) -> str:
+    return (
+        f"{source}:{number}: the file goes past {total} bytes here, the most a reader takes "
+        f"({FILE_VARIABLE} raises it; the rest was not read)"
+    )
+
+
+def _vector(stream: IO[Any], source: str, most: int | None = None) -> Vector:
+    at = [0]  # the number of the line read last
+    lines = _noting(lines_of(stream, source, *file_limits()), at)
     header = _header(lines, source)
     ops: list[Op] = []
     expected: list[Outcome] = []
     for op, outcome in _ops(lines, header, source):
         ops.append(op)
         expected.append(outcome)
+        if most is not None and len(ops) > most:
+            raise TraceError(
+                f"{source}:{at[0]}: more than {most} ops, the most a command that shows every op takes "
+                f"({OPS_VARIABLE} raises it; the rest was not read)"
+            )
     trace = Trace(header.profile, header.max_bytes, header.object_nbytes, tuple(ops))
     return Vector(header.name, header.description, trace, tuple(expected), header.expect_new)
+
+
+def _noting(lines: Iterator[tuple[int, str]], at: list[int]) -> Iterator[tuple[int, str]]:
+    for number, raw in lines:
+        at[0] = number
+        yield number, raw
 
 
 def _header(lines: Iterator[tuple[int, str]], source: str) -> Header:
@@ -531,9 +675,17 @@ def parse_json(text: str) -> Any:
 
 # C0 and C1 controls, DEL, and the bidirectional overrides and isolates: what
 # can move a terminal's cursor, recolour it or reorder the text around it.
+# And the surrogates: a key may hold a lone one (JSON's "\ud800"), which no
+# UTF-8 stream can write.
 _UNPRINTABLE = {
     code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    for code in (*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+    for code in (
+        *range(0x20),
+        *range(0x7F, 0xA0),
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+        *range(0xD800, 0xE000),
+    )
 }
 
 

@@ -7,13 +7,12 @@ arguments over (``run``); everything else lives here.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from auxspec.drivers.protocol import ProtocolError
+from auxspec.drivers.protocol import ProtocolError, check_op_timeout
 from auxspec.drivers.verify import exec_target
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
@@ -24,7 +23,7 @@ from auxspec.models.sequential import Outcome
 from auxspec.teach import terminal
 from auxspec.teach.html import page
 from auxspec.teach.play import main_play
-from auxspec.teach.timeline import timeline
+from auxspec.teach.timeline import TooLong, timeline
 
 COMMANDS = ("explain", "play")
 BUNDLED = "auxstore"  # --target with no value: the bundled store
@@ -52,7 +51,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
         help="compare with this store (as for verify; no value: the bundled auxstore)",
     )
     explain.add_argument("--exec", dest="exec_command", metavar="CMD", help="compare with a port process")
-    explain.add_argument("--op-timeout", type=float, default=5.0)
+    explain.add_argument("--op-timeout", type=op_timeout, default=5.0, help="seconds a port process may take per op")
     explain.add_argument(
         "--fuzz", action="store_true", help="read FILE as a raw fuzzer input even if it looks like JSON"
     )
@@ -69,6 +68,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     play.add_argument("--object-nbytes", type=int, default=2)
     play.add_argument("--profile", choices=("strict", "upstream"), default="strict")
     play.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+
+def op_timeout(text: str) -> float:
+    """An ``--op-timeout`` option (docs/protocol.md, Limits)."""
+    try:
+        return check_op_timeout(float(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,14 +96,13 @@ class Input:
 
 
 def read_input(path: Path, profile: str = "strict", fuzz: bool = False, features: frozenset[str] = ALL) -> Input:
-    """A trace file (its header line is a JSON object with ``format``), or
-    else a fuzzer input decoded with the op alphabet."""
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise TraceError(f"{path}: cannot read: {error}") from None
-    if not fuzz and _looks_like_trace(data):
-        vector = traces.loads(data.decode("utf-8", errors="replace"), str(path))
+    """A trace file (named ``.jsonl``, or whose header line is a JSON object
+    with ``format``), or else a fuzzer input decoded with the op alphabet
+    (any file, with ``fuzz``). Read within ``traces.file_limits()``.
+
+    raises: TraceError"""
+    if not fuzz and (path.suffix == ".jsonl" or _looks_like_trace(path)):
+        vector = traces.load(path, held=True)
         notes: tuple[str, ...] = ()
         if vector.description.startswith(FOUND_BY):
             label = vector.description[len(FOUND_BY) :]
@@ -105,16 +111,24 @@ def read_input(path: Path, profile: str = "strict", fuzz: bool = False, features
                 "add --target (or --exec) to see that store's side next to the spec's",
             )
         return Input(vector.trace, vector.name or path.name, vector.description, vector.expected, notes)
+    data = traces.read_bytes(path)
     trace = decode(data, profile, features)
     note = f"{len(data)} bytes decoded as a fuzzer input (auxspec.engine.codec.decode, profile {profile})"
     return Input(trace, path.name, "", None, (note,))
 
 
-def _looks_like_trace(data: bytes) -> bool:
-    first = data.split(b"\n", 1)[0]
+def _looks_like_trace(path: Path) -> bool:
+    """Whether the first line of ``path`` is a JSON object with ``format``
+    (read within the line limit: a file of one endless line is no trace)."""
+    limit, _ = traces.file_limits()
     try:
-        header = json.loads(first)
-    except (ValueError, UnicodeDecodeError):
+        with traces.open_file(path) as stream:
+            first = stream.readline(limit + 1)
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read: {error}") from None
+    try:
+        header = traces.parse_json(first.decode("utf-8"))
+    except ValueError:  # not UTF-8, not JSON, too deep
         return False
     return isinstance(header, dict) and "format" in header
 
@@ -129,13 +143,18 @@ def explain(args: argparse.Namespace) -> int:
             target = load_target(None if args.target == BUNDLED else args.target)
         features = target.features if target else ALL
         given = read_input(args.file, args.profile, args.fuzz, features)
+        most_held = traces.held_keys_limit()
         if args.exec_command:
             target, stop = exec_target(args.exec_command, args.op_timeout)
     except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
     try:
-        line = timeline(given.trace, given.title, given.description, given.recorded)
+        try:
+            line = timeline(given.trace, given.title, given.description, given.recorded, most_held)
+        except TooLong as error:
+            print(f"auxspec: {args.file}: {error} ({traces.KEYS_VARIABLE} raises the limit)", file=sys.stderr)
+            return 2
         line = replace(line, notes=given.notes)
         if target is not None:
             from auxspec.teach.divergence import against

@@ -10,10 +10,8 @@ step N.
 
 from __future__ import annotations
 
-from html import escape
-
-from auxspec.teach.svg import step_svg
-from auxspec.teach.timeline import Field, Step, Timeline
+from auxspec.teach.svg import escape, step_svg
+from auxspec.teach.timeline import LIST_SHOWN, Field, Step, Timeline, some
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #111827; background: #fff; }
@@ -101,15 +99,17 @@ def step_section(step: Step, line: Timeline) -> str:
     outcome_class = "outcome-ok" if step.outcome_text.startswith("ok") else "outcome-error"
     items = [f'<li>outcome: <span class="{outcome_class}">{escape(step.outcome_text)}</span></li>']
     if step.pins:
-        items.append(f"<li>pins: {escape(', '.join(f'{k}={n}' for k, n in step.pins))}</li>")
+        items.append(f"<li>pins: {escape(some([f'{k}={n}' for k, n in step.pins]))}</li>")
     if step.protected:
-        items.append(f"<li>protected: {escape(', '.join(step.protected))}</li>")
+        items.append(f"<li>protected: {escape(some(step.protected))}</li>")
     if step.terminal:
-        items.append(f"<li>terminal (released to zero, in order): {escape(', '.join(step.terminal))}</li>")
-    for reason in step.evicted:
+        items.append(f"<li>terminal (released to zero, in order): {escape(some(step.terminal))}</li>")
+    for reason in step.evicted[:LIST_SHOWN]:
         items.append(f'<li class="evicted-key">evicted: <b>{escape(reason.key)}</b>, {escape(reason.why)}</li>')
+    if len(step.evicted) > LIST_SHOWN:
+        items.append(f"<li>… {len(step.evicted) - LIST_SHOWN:,} more evicted</li>")
     items.extend(f"<li>{escape(note)}</li>" for note in step.notes)
-    evicted = " ".join(r.key for r in step.evicted)
+    evicted = " ".join(r.key for r in step.evicted[:LIST_SHOWN])
     return (
         f'<section class="step" id="step-{step.number}" data-step="{step.number}" data-evicted="{escape(evicted)}" '
         f'data-outcome="{escape(step.outcome_text)}" hidden>'

@@ -4,20 +4,29 @@ in a browser, in the docs site and as a file on its own."""
 
 from __future__ import annotations
 
-from html import escape
+import html
 
+from auxspec.engine.traces import printable
 from auxspec.teach.timeline import (
     EVICTED,
     MOVED,
     NEW,
     PROTECTED,
     READ,
+    ROW_ENDS,
     TERMINAL,
     Row,
     Slot,
     Step,
     Timeline,
 )
+
+
+def escape(text: str) -> str:
+    """``text`` for HTML and SVG: controls, bidirectional overrides and lone
+    surrogates as escapes first (a key may hold any of them), then markup."""
+    return html.escape(printable(text))
+
 
 LABEL_W = 104  # the row label column
 BOX_W, BOX_H, GAP = 58, 34, 8
@@ -48,8 +57,8 @@ def _colour(slot: Slot) -> tuple[str, str]:
 
 
 def _width(rows: tuple[Row, ...], capacity: int | None = None) -> int:
-    widest = max((len(r.slots) + len(r.unstored) + (1 if r.unstored else 0) for r in rows), default=0)
-    widest = max(widest, (capacity or 0) + 1)
+    widest = max((len(r.slots) + bool(r.hidden) + len(r.unstored) + bool(r.unstored) for r in rows), default=0)
+    widest = max(widest, (_drawn_capacity(rows, capacity) or 0) + 1)
     return max(2 * MARGIN + LABEL_W + widest * (BOX_W + GAP) + 40, 420)
 
 
@@ -109,7 +118,13 @@ def _row(row: Row, y: int) -> str:
             f'<text x="{x}" y="{y + BOX_H / 2 + 5}" font-size="13" font-family="{FONT}" fill="#9ca3af">(empty)</text>'
         )
         x += BOX_W + GAP
-    for slot in row.slots:
+    for index, slot in enumerate(row.slots):
+        if row.hidden and index == ROW_ENDS:
+            parts.append(
+                f'<text class="hidden" x="{x + BOX_W / 2}" y="{y + BOX_H / 2 + 5}" text-anchor="middle" '
+                f'font-size="11" font-family="{FONT}" fill="#6b7280">… {row.hidden:,} …</text>'
+            )
+            x += BOX_W + GAP
         parts.append(_slot(slot, x, y))
         x += BOX_W + GAP
     if row.unstored:
@@ -121,7 +136,16 @@ def _row(row: Row, y: int) -> str:
     return "".join(parts)
 
 
+def _drawn_capacity(rows: tuple[Row, ...], capacity: int | None) -> int | None:
+    """Where the capacity line goes: nowhere when a row may leave keys out
+    (a store of more than 2 * ROW_ENDS keys), so a picture stays a few boxes wide."""
+    if capacity is None or capacity > 2 * ROW_ENDS or any(row.hidden for row in rows):
+        return None
+    return capacity
+
+
 def _rows(rows: tuple[Row, ...], y: int, capacity: int | None = None) -> tuple[list[str], int]:
+    capacity = _drawn_capacity(rows, capacity)
     drawn = []
     top = y
     for row in rows:

@@ -11,11 +11,14 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
+from auxspec.engine.traces import printable
 from auxspec.teach.timeline import (
     EVICTED,
+    LIST_SHOWN,
     NEW,
     PROTECTED,
     READ,
+    ROW_ENDS,
     TERMINAL,
     Field,
     Row,
@@ -23,6 +26,7 @@ from auxspec.teach.timeline import (
     Step,
     Timeline,
     outcome_text,
+    some,
 )
 
 Segment = tuple[str, str]  # text, rich style ("" for none)
@@ -51,14 +55,17 @@ def row_line(row: Row) -> Line:
     line: Line = [(f"  {row.label:<{LABEL_WIDTH}}", "dim"), ("LRU  ", "dim")]
     if not row.slots:
         line.append(("(empty)  ", "dim"))
-    for slot in row.slots:
+    for index, slot in enumerate(row.slots):
+        if row.hidden and index == ROW_ENDS:
+            line.append((f"… {row.hidden:,} more …  ", "dim"))
         text, style = _slot(slot)
         line.append((text, style))
         line.append(("  ", ""))
     line.append(("MRU", "dim"))
     if row.unstored:
         shown = " ".join(f"{key}*{count}" for key, count in row.unstored)
-        line.append((f"   pinned, not stored: {shown}", "blue"))
+        more = f" … {row.unstored_hidden:,} more" if row.unstored_hidden else ""
+        line.append((f"   pinned, not stored: {shown}{more}", "blue"))
     return line
 
 
@@ -67,13 +74,15 @@ def step_lines(step: Step, total: int) -> list[Line]:
     lines: list[Line] = [[(f"step {step.number}/{total}  ", "bold"), (step.call, "bold")]]
     lines.extend(row_line(row) for row in step.rows)
     if step.pins:
-        lines.append([("  pins: ", "dim"), (", ".join(f"{k}={n}" for k, n in step.pins), "blue")])
+        lines.append([("  pins: ", "dim"), (some([f"{k}={n}" for k, n in step.pins]), "blue")])
     if step.protected:
-        lines.append([("  protected: ", "dim"), (", ".join(step.protected), "green")])
+        lines.append([("  protected: ", "dim"), (some(step.protected), "green")])
     if step.terminal:
-        lines.append([("  terminal: ", "dim"), (", ".join(step.terminal), "yellow")])
-    for reason in step.evicted:
+        lines.append([("  terminal: ", "dim"), (some(step.terminal), "yellow")])
+    for reason in step.evicted[:LIST_SHOWN]:
         lines.append([("  evicted: ", "dim"), (reason.key, "bold red"), (f": {reason.why}", "")])
+    if len(step.evicted) > LIST_SHOWN:
+        lines.append([(f"  … {len(step.evicted) - LIST_SHOWN:,} more evicted", "dim")])
     for note in step.notes:
         lines.append([("  · ", "dim"), (note, "")])
     style = "red" if step.outcome_text.startswith("error") or step.outcome is None else "green"
@@ -119,8 +128,10 @@ def header_lines(line: Timeline) -> list[Line]:
     return lines
 
 
+# Every segment is escaped where it is written (keys are any string the spec
+# allows: controls, bidirectional overrides, lone surrogates), not where it is made.
 def _plain(line: Line) -> str:
-    return "".join(text for text, _ in line).rstrip()
+    return printable("".join(text for text, _ in line).rstrip())
 
 
 def plain(line: Timeline) -> str:
@@ -173,5 +184,5 @@ def show_step(step: Step, total: int, file: IO[str], colour: bool) -> None:
 def _text(line: Line) -> Text:
     text = Text()
     for part, style in line:
-        text.append(part, style=style or None)
+        text.append(printable(part), style=style or None)
     return text

@@ -11,8 +11,10 @@ returns, so a view cannot drift from the spec.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import chain, islice
 from typing import cast
 
 from auxspec.engine.fields import model_items, model_keys
@@ -34,6 +36,11 @@ EVICTED = "evicted"  # evicted by this put
 REMOVED = "removed"  # a key a failed upstream put took back out
 
 PAYLOAD_BYTES_SHOWN = 4
+# A row shows at most this many keys at each end (the least and the most
+# recent), and a list of keys at most LIST_SHOWN: the rest is counted, so a
+# batch of 600,000 keys makes views and text of a few kilobytes, not gigabytes.
+ROW_ENDS = 32
+LIST_SHOWN = 64
 
 
 @dataclass(frozen=True)
@@ -51,8 +58,10 @@ class Row:
     """The store at one moment of a step, least recent key first."""
 
     label: str
-    slots: tuple[Slot, ...]
-    unstored: tuple[tuple[str, int], ...] = ()  # pins on keys that are not stored
+    slots: tuple[Slot, ...]  # all of them, or the first and last ROW_ENDS
+    unstored: tuple[tuple[str, int], ...] = ()  # pins on keys that are not stored (at most LIST_SHOWN)
+    hidden: int = 0  # keys left out between the first and the last ROW_ENDS
+    unstored_hidden: int = 0  # pins on unstored keys left out after the first LIST_SHOWN
 
 
 @dataclass(frozen=True)
@@ -158,10 +167,17 @@ def outcome_text(outcome: Outcome) -> str:
     return f"ok, returns {value!r}"
 
 
+def some(names: Sequence[str]) -> str:
+    """``names`` joined by commas: at most LIST_SHOWN of them, then how many more."""
+    shown = ", ".join(islice(names, LIST_SHOWN))
+    return shown + (f", … {len(names) - LIST_SHOWN:,} more" if len(names) > LIST_SHOWN else "")
+
+
 def _keys_text(keys: KeyList) -> str:
     if isinstance(keys, Bad):
         return {"str": "'k0' (a str, not a list)", "int": "7 (not iterable)"}.get(keys.what, keys.what)
-    return repr(list(keys))
+    shown = repr(list(keys[:LIST_SHOWN]))
+    return shown if len(keys) <= LIST_SHOWN else f"{shown[:-1]}, … {len(keys) - LIST_SHOWN:,} more]"
 
 
 def call_text(op: Op) -> str:
@@ -172,7 +188,7 @@ def call_text(op: Op) -> str:
     if isinstance(op.objects, Bad):
         return describe(op)
     shown = []
-    for obj in op.objects:
+    for obj in islice(op.objects, LIST_SHOWN):
         if isinstance(obj, Bad):
             shown.append("<object without key and payload>" if obj.what == BAD_OBJECT else obj.what)
         else:
@@ -181,6 +197,8 @@ def call_text(op: Op) -> str:
     pins = "".join(
         f", {name}={_keys_text(keys)}" for name, keys in (("retain", op.retain), ("release", op.release)) if keys
     )
+    if len(op.objects) > LIST_SHOWN:
+        shown.append(f"… {len(op.objects) - LIST_SHOWN:,} more")
     form = f" as {op.form}" if op.form != "list" else ""
     return f"put([{', '.join(shown)}]{pins}){form}"
 
@@ -193,19 +211,36 @@ def initial(trace: Trace) -> State | Err:
     return model.new(as_size(trace.max_bytes), as_size(trace.object_nbytes), trace.profile)
 
 
+class TooLong(ValueError):
+    """A timeline whose steps would hold more than the limit of keys."""
+
+
 def timeline(
-    trace: Trace, title: str = "", description: str = "", recorded: tuple[Outcome, ...] | None = None
+    trace: Trace,
+    title: str = "",
+    description: str = "",
+    recorded: tuple[Outcome, ...] | None = None,
+    most_held: int | None = None,
 ) -> Timeline:
     """Every op of ``trace`` as a ``Step``. ``recorded``: the outcomes a file
-    expects, to flag any the spec disagrees with."""
+    expects, to flag any the spec disagrees with. ``most_held``: how many
+    stored keys and pins the steps' states may hold in all (each step keeps
+    the store after it: a long trace over a wide store is steps x keys).
+
+    raises: TooLong"""
     built = initial(trace)
     sizes = (trace.profile, trace.max_bytes, trace.object_nbytes)
     if isinstance(built, Err):
         return Timeline(title, description, *sizes, capacity=None, built=built)
     state = built
     steps: list[Step] = []
+    held = 0
     for index, op in enumerate(trace.ops):
         step = view(state, op, index + 1)
+        if step.state is not None and most_held is not None:
+            held += 1 + len(step.state.entries) + len(step.state.refs)
+            if held > most_held:
+                raise TooLong(f"step {index + 1}: the steps so far hold more than {most_held:,} keys and pins")
         if recorded is not None and index < len(recorded) and recorded[index] != step.outcome:
             step = replace(step, recorded=recorded[index])
         steps.append(step)
@@ -271,11 +306,25 @@ def _row(label: str, state: State, tags: dict[str, set[str]] | None = None) -> R
 
 
 def _row_of(label: str, order: dict[str, bytes], counts: dict[str, int], tags: dict[str, set[str]]) -> Row:
+    hidden = max(len(order) - 2 * ROW_ENDS, 0)
+    shown: Iterable[tuple[str, bytes]] = order.items()
+    if hidden:
+        last = list(islice(reversed(order.items()), ROW_ENDS))[::-1]
+        shown = chain(islice(order.items(), ROW_ENDS), last)
+    unstored = sorted((key, count) for key, count in counts.items() if key not in order)
     return Row(
         label,
-        tuple(Slot(key, payload, counts.get(key, 0), frozenset(tags.get(key, ()))) for key, payload in order.items()),
-        tuple(sorted((key, count) for key, count in counts.items() if key not in order)),
+        tuple(_slot(key, payload, counts.get(key, 0), frozenset(tags.get(key, ()))) for key, payload in shown),
+        tuple(unstored[:LIST_SHOWN]),
+        hidden,
+        max(len(unstored) - LIST_SHOWN, 0),
     )
+
+
+# One Slot for each (key, payload, pins, tags): a key that stays as it was
+# is the same object in every row and every step, so a timeline of 50,000
+# steps holds its distinct slots once, not 4 rows x 64 slots per step.
+_slot = functools.lru_cache(maxsize=1 << 16)(Slot)
 
 
 def _tag(tags: dict[str, set[str]], keys: Iterable[str], tag: str) -> None:
@@ -302,7 +351,7 @@ def _put_view(state: State, op: Put, number: int, before: Row, after_state: Stat
         rows.append(_row_of("1. pins", order, counts, tags))
         unstored = sorted({k for k in keys_retained if k not in order})
         if unstored:
-            notes.append(f"pins come before data: {', '.join(unstored)} pinned without being stored")
+            notes.append(f"pins come before data: {some(unstored)} pinned without being stored")
     if overreleased:
         bad = _overreleased(dict(state.refs), keys_retained, keys_released)
         if state.profile == "strict":
@@ -317,15 +366,18 @@ def _put_view(state: State, op: Put, number: int, before: Row, after_state: Stat
     # 2. the batch, de-duplicated as a dict would.
     batch = dict(items)
     inserted = model.place_batch(order, batch)
-    protected = [k for k in batch if k not in terminal]
+    # Sets beside the ordered lists: a batch of 600,000 keys is looked up in them once per key.
+    is_terminal, is_inserted = set(terminal), set(inserted)
+    protected = [k for k in batch if k not in is_terminal]
+    is_protected = set(protected)
     _tag(tags, inserted, NEW)
-    _tag(tags, (k for k in batch if k not in inserted), MOVED)
+    _tag(tags, (k for k in batch if k not in is_inserted), MOVED)
     _tag(tags, protected, PROTECTED)
     if len(items) > len(batch):
         notes.append("a key given twice in one batch keeps its first position and its last payload")
-    kept = [k for k in batch if k not in inserted]
+    kept = [k for k in batch if k not in is_inserted]
     if kept:
-        notes.append(f"already stored, so it keeps its payload (first write wins) and moves: {', '.join(kept)}")
+        notes.append(f"already stored, so it keeps its payload (first write wins) and moves: {some(kept)}")
     if batch:
         rows.append(_row_of("2. batch", order, counts, tags))
     # 3. stored terminal keys move to the most-recent end.
@@ -333,9 +385,9 @@ def _put_view(state: State, op: Put, number: int, before: Row, after_state: Stat
     model.move_terminal(order, terminal)
     if stored_terminal:
         rows.append(_row_of("3. terminal", order, counts, tags))
-        notes.append(f"terminal keys move to the most-recent end: {', '.join(stored_terminal)}")
+        notes.append(f"terminal keys move to the most-recent end: {some(stored_terminal)}")
     # 4. eviction.
-    victims = model.choose_victims(order, state.capacity, counts, set(protected))
+    victims = model.choose_victims(order, state.capacity, counts, is_protected)
     spared: list[Reason] = []
     evicted: list[Reason] = []
     if len(order) > state.capacity:
@@ -345,15 +397,15 @@ def _put_view(state: State, op: Put, number: int, before: Row, after_state: Stat
                 break
             if key in counts:
                 spared.append(Reason(key, f"{counts[key]} pin{'s' if counts[key] > 1 else ''}"))
-            elif key in protected:
+            elif key in is_protected:
                 spared.append(Reason(key, "protected: in the batch"))
         evict_tags = {k: set(v) for k, v in tags.items()}
         _tag(evict_tags, victims or (), EVICTED)
         rows.append(_row_of("4. evict", order, counts, evict_tags))
         if spared:
-            notes.append("passed over: " + ", ".join(f"{r.key} ({r.why})" for r in spared))
+            notes.append("passed over: " + some([f"{r.key} ({r.why})" for r in spared]))
         if victims is None:
-            must_stay = sum(1 for k in order if k in counts or k in protected)
+            must_stay = sum(1 for k in order if k in counts or k in is_protected)
             notes.append(
                 f"{len(order)} keys for capacity {state.capacity}, {must_stay} of them pinned or protected:"
                 " too few can be evicted, so the put fails"
@@ -361,7 +413,7 @@ def _put_view(state: State, op: Put, number: int, before: Row, after_state: Stat
             if state.profile == "strict":
                 notes.append("strict: nothing changes at all")
             else:
-                gone = ", ".join(inserted) or "none"
+                gone = some(inserted) or "none"
                 notes.append(f"upstream: pins and moves stay applied; only the new keys are taken out ({gone})")
         else:
             evicted = [Reason(k, "the least recent key with no pin, outside the batch") for k in victims]
