@@ -39,6 +39,7 @@ def report() -> dict[str, object]:
     return parsed
 
 
+@pytest.mark.slow  # fuzz/coverage --with-faults: minutes (the long tier)
 @pytest.mark.timeout(1800)  # the fault tests run under coverage, slowly on a loaded machine
 def test_every_corpus_file_and_regression_replays_clean(report: dict[str, object]) -> None:
     assert report["failures"] == []
@@ -52,6 +53,7 @@ def test_every_corpus_file_and_regression_replays_clean(report: dict[str, object
     assert ran["regression vectors"] == (len(list(regressions.rglob("*.jsonl"))) if regressions.is_dir() else 0)
 
 
+@pytest.mark.slow  # fuzz/coverage --with-faults: minutes (the long tier)
 @pytest.mark.timeout(1800)  # the fault tests run under coverage, slowly on a loaded machine
 def test_corpus_reaches_every_line_and_branch_of_the_store_and_the_model(report: dict[str, object]) -> None:
     judged = report["judged"]

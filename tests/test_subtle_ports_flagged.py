@@ -26,6 +26,7 @@ from measure import AUXSPEC, Port, discover, run
 SEED = int(os.environ.get("AUXSPEC_SUBTLE_SEED", "1"))
 BUDGET = 60.0
 BUGGY = [p for p in discover() if p.kind == "buggy"]
+pytestmark = pytest.mark.slow  # a verify process per port, up to a minute each: the long tier
 # Ports this version of verify does not flag within its budget at every seed,
 # each with why, as non-strict xfails; every other port must be flagged. (Empty:
 # d_vllm_bg_sequence_6_bits left it once the background phase got its first

@@ -21,6 +21,7 @@ from measure import AUXSPEC, Port, discover, run
 SEED = int(os.environ.get("AUXSPEC_SUBTLE_SEED", "1"))
 BUDGET = float(os.environ.get("AUXSPEC_SUBTLE_REWRITE_TIME", "15"))
 REWRITES = [p for p in discover() if p.kind == "rewrite"]
+pytestmark = pytest.mark.slow  # a verify process per port, up to a minute each: the long tier
 # The one rewrite that is rightly flagged: observably different under upstream
 # (tests/test_canonical.py shows the calls).
 OBSERVABLY_WRONG = {"r_vllm_scan_moves_pinned"}
