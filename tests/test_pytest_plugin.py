@@ -105,8 +105,9 @@ def test_a_planted_bug_fails_its_vectors_with_a_readable_op_trace(port_dir: Path
 
 
 def test_a_planted_bug_fails_the_state_machine_with_the_shrunk_op_trace(port_dir: Path) -> None:
-    # Hypothesis's shrinking of the machine's failure takes most of this test's 10-20 s.
-    done = _pytest(port_dir, "-k", "Differential", bug=True)
+    # Hypothesis's shrinking of the machine's failure takes most of this test's 10-20 s. A fixed seed: the
+    # machine's 40 random examples missed the planted bug in about one run in ten (a flake, not a finding).
+    done = _pytest(port_dir, "-k", "Differential", "--hypothesis-seed=1", bug=True)
     assert done.returncode == 1, done.stdout
     found = re.search(r"DivergenceFound: divergence at step (\d+) of \d+:\n(E .*\n)+", done.stdout)
     assert found is not None, done.stdout

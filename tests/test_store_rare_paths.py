@@ -164,6 +164,19 @@ def test_check_invariants_names_a_corrupted_chunk_table(
             store.check_invariants()
 
 
+def test_check_invariants_names_a_chunk_table_corrupted_before_anything_is_mapped() -> None:
+    # Nothing is mapped before the first put that stores a key: a start, a mapped slot or a slot in use
+    # without a chunk is the chunk table's inconsistency, whatever the corruption meant to break.
+    for corruption in corruptions.CHUNK_TABLE:
+        store = BlockObjectStore(max_bytes=16 * N, object_nbytes=N)
+        store.put([], retain_keys=["a"])  # a pin before data maps nothing either
+        assert not store._chunks and store._arena is None
+        store.check_invariants()  # intact first
+        corruption(store)
+        with pytest.raises(InvariantError, match="the chunk table is inconsistent"):
+            store.check_invariants()
+
+
 def test_check_invariants_catches_every_store_corruption_with_several_chunks(small_chunks: None) -> None:
     for corruption in (*corruptions.STORE, *corruptions.CHUNK_TABLE):
         for store in _stores(small_chunks):
