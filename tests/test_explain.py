@@ -187,8 +187,9 @@ def test_verify_points_to_explain(tmp_path: Path, capsys: pytest.CaptureFixture[
     argv = ["verify", str(port), "--max-time", "20", "--seed", "3", "--out", str(found), "--large-stores", "off"]
     assert cli.main(argv) == 1
     printed = capsys.readouterr().out
-    pointer = next(line for line in printed.splitlines() if line.startswith("step through it: auxspec explain"))
-    assert str(found) in pointer and f"--target {port}" in pointer
+    joined = printed.replace(" \\\n    ", " ")  # a long command is continued over lines
+    pointer = next(line for line in joined.splitlines() if line.startswith("explain:"))
+    assert f" explain {found} --target {port}" in pointer
     # The divergence file explains without a target (saying how to add one) and with it.
     assert cli.main(["explain", str(found)]) == 0
     assert "written by auxspec verify" in capsys.readouterr().out

@@ -1,0 +1,141 @@
+"""What ``auxspec verify`` prints about a counterexample, readable by default.
+
+Every phase's counterexample goes through the same steps (shrunk, written,
+shown): this module has the parts that are text. A line is at most
+``WIDTH`` characters and a failing report at most ``LINES`` lines unless
+``--verbose``; the headline names the first op whose outcome differs,
+expected against got; the commands printed run as printed in a fresh
+shell (the working directory and the environment the target needs are in
+them).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from auxspec.engine.compare import Divergence, show
+from auxspec.engine.table import describe
+
+WIDTH = 160  # the longest line printed without --verbose
+LINES = 40  # the longest failing report printed without --verbose
+CALL = 70  # the most of a call shown in a headline, so both sides fit after it
+SHOWN_OPS = 12  # ops of a trace shown before its diverging one, without --verbose
+# The environment a target may need to load: Python's module path, and vLLM's module for the ports built on it.
+ENVIRONMENT = ("PYTHONPATH", "AUXSTORE_UPSTREAM")
+INTERNAL_ERROR = 3  # verify's exit status when verify itself failed (0, 1, 2: auxspec.cli)
+
+
+def clip(line: str, width: int = WIDTH) -> str:
+    """``line`` cut to ``width`` characters, saying how much was cut."""
+    if len(line) <= width:
+        return line
+    more = " ... (--verbose shows all)" if width >= 60 else "..."
+    return line[: width - len(more)] + more
+
+
+def clip_lines(text: str, width: int = WIDTH) -> str:
+    return "\n".join(clip(line, width) for line in text.split("\n"))
+
+
+def fit(lines: list[str], most: int) -> list[str]:
+    """At most ``most`` lines: the first few and the last ones (where a
+    report ends, at the failure), the rest counted."""
+    if len(lines) <= most:
+        return lines
+    head = 3
+    tail = most - head - 1
+    return [*lines[:head], f"  ... {len(lines) - head - tail} lines not shown (--verbose shows all)", *lines[-tail:]]
+
+
+def headline(divergence: Divergence, phase: str) -> str:
+    """One line: which phase found it, the first op whose outcome differs, expected against got."""
+    found = f"DIVERGES (found by {phase})"
+    if divergence.step < 0:
+        return clip(f"{found}: building the store: expected {divergence.expected}, got {divergence.actual}")
+    op = divergence.op
+    assert op is not None
+    if divergence.compared and divergence.want is not None and divergence.got is not None:
+        if divergence.want != divergence.got:
+            sides = f"expected {show(divergence.want, None)}, got {show(divergence.got, None)}"
+        else:
+            sides = f"{show(divergence.want, None)} as expected, but {state_difference(divergence)}"
+    else:
+        sides = f"expected {divergence.expected}, got {divergence.actual}"
+    return clip(f"{found}: step {divergence.step + 1}, {clip(describe(op), CALL)}: {sides}")
+
+
+SIDE = 36  # the most of one side of a state difference shown in a headline
+
+
+def state_difference(divergence: Divergence) -> str:
+    """The first part of the state after the op that differs, expected against got."""
+    want, got = divergence.want_snapshot, divergence.got_snapshot
+    if want is None or got is None:
+        return "the state after it differs"
+    want_keys, got_keys = [k for k, _ in want.entries], [k for k, _ in got.entries]
+    if want_keys != got_keys:
+        return f"stored {clip(repr(want_keys), SIDE)} expected, got {clip(repr(got_keys), SIDE)}"
+    payloads = dict(got.entries)
+    for key, data in want.entries:
+        if payloads.get(key) != data:
+            return f"the payload of {clip(repr(key), SIDE)} differs"
+    want_pins, got_pins = dict(sorted(want.references)), dict(sorted(got.references))
+    if want_pins != got_pins:
+        apart = sorted(k for k in set(want_pins) | set(got_pins) if want_pins.get(k) != got_pins.get(k))
+        key = apart[0]
+        return f"{clip(repr(key), SIDE)} pinned {want_pins.get(key, 0)} times expected, got {got_pins.get(key, 0)}"
+    if want.closed != got.closed:
+        return f"closed {want.closed} expected, got {got.closed}"
+    return "the state after it differs (in the recency order of its keys)"
+
+
+def background_headline(violation: str, calls: int) -> str:
+    """One line for a background violation: what the driver saw, at which owner call."""
+    first = violation.split("\n", 1)[0]
+    why = first.split(": ", 1)[1] if ": " in first else first
+    return clip(f"DIVERGES (found by the background phase, {calls} owner calls): {why}")
+
+
+def _program() -> list[str]:
+    """How to run auxspec from a fresh shell: ``auxspec`` when that name on
+    PATH is this program, else this program's path, else this interpreter."""
+    running = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    found = shutil.which("auxspec")
+    if running is not None and running.name == "auxspec" and running.is_file():
+        if found is not None and Path(found).resolve() == running:
+            return ["auxspec"]
+        return [str(running)]
+    if found is not None:
+        return ["auxspec"]
+    return [sys.executable, "-m", "auxspec.command"]
+
+
+def command(words: list[str]) -> str:
+    """``auxspec WORDS`` as a command line that runs as printed in a fresh
+    shell: from this working directory, with the environment a target needs."""
+    env = [f"{name}={shlex.quote(os.environ[name])}" for name in ENVIRONMENT if os.environ.get(name)]
+    line = ["cd", shlex.quote(os.getcwd()), "&&", *env, shlex.join(_program() + words)]
+    return " ".join(line)
+
+
+def wrapped(label: str, text: str, width: int = WIDTH) -> list[str]:
+    """``label`` and a command, continued over lines with backslashes when it is too long for one."""
+    lines, line = [], label
+    for word in text.split(" "):
+        if len(line) + 1 + len(word) > width - 2 and line.strip():
+            lines.append(line + " \\")
+            line = "    "
+        line = f"{line} {word}" if line.strip() else line + word
+    lines.append(line)
+    return lines
+
+
+def target_words(target: str | None, exec_command: str | None) -> list[str]:
+    """How reproduce and explain are told the target verify was given."""
+    if exec_command:
+        return ["--exec", exec_command]
+    return ["--target", target] if target else []
