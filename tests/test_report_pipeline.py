@@ -200,7 +200,7 @@ def test_a_failing_vector_is_named_by_its_own_name_and_shrunk(
     argv = ["verify", str(port), "--vectors", str(folder), "--max-time", "1", "--out", str(out)]
     assert cli.main(argv) == 1
     printed = capsys.readouterr().out
-    assert "DIVERGES (found by vector padded-eviction (1/1))" in printed, printed
+    assert "DIVERGES (found by vector padded-eviction)" in printed, printed
     written = traces.load(out)
     assert written.name == "padded-eviction"
     assert len(written.trace.ops) < len(vector.trace.ops)
@@ -259,3 +259,38 @@ def test_the_small_scope_completes_without_a_clock() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
+
+
+FLIP = """
+import auxstore
+
+
+class BlockObjectStore(auxstore.BlockObjectStore):
+    def get_concatenated(self, keys):
+        data = bytearray(super().get_concatenated(keys))
+        if len(data) > 8192:
+            data[len(data) - self.object_nbytes + 4000] ^= 0xFF
+        return bytes(data)
+"""
+
+
+def test_the_headline_names_the_op_and_where_a_read_first_differs(tmp_path: Path) -> None:
+    port = tmp_path / "flip.py"
+    port.write_text(FLIP)
+    size = 8192
+    trace = Trace(
+        "strict",
+        4 * size,
+        size,
+        (
+            Put((("a", bytes(range(256)) * 32),)),
+            Put((("b", bytes(i * 7 % 256 for i in range(size))),)),
+            Get(("a", "b")),
+        ),
+    )
+    divergence = compare(trace, load_target(str(port)))
+    assert divergence is not None
+    head = report.headline(divergence, "a test")
+    assert head.startswith("DIVERGES (found by a test): step 3, get_concatenated(['a', 'b']): ")
+    assert head.endswith("expected 16384 bytes, got 16384, first differing at offset 12192")
+    assert len(head) <= report.WIDTH

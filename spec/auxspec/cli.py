@@ -275,7 +275,7 @@ def _phases(
         if divergence:
             if not args.keep_going:
                 budgets["vectors"] = "found"
-                phase = f"vector {printable(vector.name)} ({number}/{len(usable)})"
+                phase = f"vector {printable(vector.name)}"
                 return _diverged(args, report, divergence, say, phase, target, name=printable(vector.name))
             say(f"vector {printable(vector.name)} ({number}/{len(usable)}) diverges")
             if divergence.deviation is None:

@@ -19,10 +19,11 @@ from pathlib import Path
 
 from auxspec.engine.compare import Divergence, show
 from auxspec.engine.table import describe
+from auxspec.models.sequential import Ok
 
 WIDTH = 160  # the longest line printed without --verbose
 LINES = 40  # the longest failing report printed without --verbose
-CALL = 70  # the most of a call shown in a headline, so both sides fit after it
+CALL_LEAST = 24  # the least of a call a headline shows (the rest of the line goes to both sides)
 SHOWN_OPS = 12  # ops of a trace shown before its diverging one, without --verbose
 # The environment a target may need to load: Python's module path, and vLLM's module for the ports built on it.
 ENVIRONMENT = ("PYTHONPATH", "AUXSTORE_UPSTREAM")
@@ -59,13 +60,26 @@ def headline(divergence: Divergence, phase: str) -> str:
     op = divergence.op
     assert op is not None
     if divergence.compared and divergence.want is not None and divergence.got is not None:
-        if divergence.want != divergence.got:
-            sides = f"expected {show(divergence.want, None)}, got {show(divergence.got, None)}"
+        want, got = divergence.want, divergence.got
+        if isinstance(want, Ok) and isinstance(got, Ok) and isinstance(want.value, bytes) and want != got:
+            sides = _bytes_sides(want.value, got.value)
+        elif want != got:
+            sides = f"expected {show(want, None)}, got {show(got, None)}"
         else:
             sides = f"{show(divergence.want, None)} as expected, but {state_difference(divergence)}"
     else:
         sides = f"expected {divergence.expected}, got {divergence.actual}"
-    return clip(f"{found}: step {divergence.step + 1}, {clip(describe(op), CALL)}: {sides}")
+    where = f"{found}: step {divergence.step + 1}, "
+    room = max(CALL_LEAST, WIDTH - len(where) - len(sides) - 2)  # the call gives way, so both sides show
+    return clip(f"{where}{clip(describe(op), room)}: {sides}")
+
+
+def _bytes_sides(want: bytes, got: object) -> str:
+    """Two values of a read: their lengths and the first offset where they differ."""
+    if not isinstance(got, bytes):
+        return f"expected {len(want)} bytes, got {clip(repr(got), SIDE)}"
+    offset = next((i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b), min(len(want), len(got)))
+    return f"expected {len(want)} bytes, got {len(got)}, first differing at offset {offset}"
 
 
 SIDE = 36  # the most of one side of a state difference shown in a headline
