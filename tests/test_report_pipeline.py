@@ -294,3 +294,20 @@ def test_the_headline_names_the_op_and_where_a_read_first_differs(tmp_path: Path
     assert head.startswith("DIVERGES (found by a test): step 3, get_concatenated(['a', 'b']): ")
     assert head.endswith("expected 16384 bytes, got 16384, first differing at offset 12192")
     assert len(head) <= report.WIDTH
+
+
+@pytest.mark.slow  # two whole verify runs (each with the small scope); the fast version: the explore-level test above
+@pytest.mark.timeout(600)
+def test_the_same_seed_and_count_give_the_same_run(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    runs = []
+    for _ in range(2):
+        argv = ["verify", "--max-traces", "200", "--seed", "3", "--json", "--large-stores", "off"]
+        assert cli.main(argv) == 0
+        got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        scope = {k: v for k, v in got["scope"].items() if k != "phases"}
+        counts = {name: (p["traces"], p["ops"]) for name, p in got["scope"]["phases"].items()}
+        runs.append((got["explored"], got["background_explored"], scope, counts, got["budgets"]))
+    assert runs[0] == runs[1]
+    assert runs[0][4] == {"vectors": "complete", "exhaustive": "complete", "background": "count", "random": "count"}
