@@ -25,13 +25,13 @@ from auxspec.drivers.fuzzing import signature
 from auxspec.drivers.protocol import ProtocolError, main_serve, parse_command, process_target
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
-from auxspec.engine.compare import Divergence, compare
+from auxspec.engine.compare import Divergence, compare, show
 from auxspec.engine.deviations import DEVIATIONS
 from auxspec.engine.expect import expected_outcomes
 from auxspec.engine.ops import Trace
 from auxspec.engine.table import describe, trace_needs
 from auxspec.engine.target import Target, errors_of, load_attribute, load_target
-from auxspec.engine.traces import TraceError, outcome_to_json, printable
+from auxspec.engine.traces import TraceError, printable
 from auxspec.generators import exhaustive, large
 from auxspec.generators.background import scenario_vector, vector_scenario
 from auxspec.teach import cli as teach_cli
@@ -696,7 +696,7 @@ def _replay(args: argparse.Namespace, trace: Trace, target: Target, how: str) ->
     if divergence is None:
         print(f"{target.label} agrees with the spec on this input" + ("; no vector written" if args.save else ""))
         return 0
-    print(divergence.render())
+    print(report_text.clip_lines(divergence.render()))
     print(f"signature: {signature(divergence)}")
     if args.save is None:
         print("to keep it as a regression vector: the same command with --save DIR")
@@ -718,10 +718,13 @@ def explain(trace: Trace) -> str:
     for number, (op, (outcome, snapshot)) in enumerate(zip(trace.ops, expected_outcomes(trace), strict=True), 1):
         pins = dict(snapshot.references)
         order = " ".join(f"{k}*{pins[k]}" if k in pins else k for k, _ in snapshot.entries)
-        rows.append(f"{number:>3}. {describe(op):<60} -> {outcome_to_json(outcome)}")
+        # A read's value as its length and first bytes (compare.show), never a line of kilobytes.
+        rows.append(report_text.clip(f"{number:>3}. {describe(op):<60} -> {show(outcome, None)}"))
         rows.append(
-            f"      LRU [ {order} ] MRU"
-            + (f"  unstored pins {pins}" if set(pins) - {k for k, _ in snapshot.entries} else "")
+            report_text.clip(
+                f"      LRU [ {order} ] MRU"
+                + (f"  unstored pins {pins}" if set(pins) - {k for k, _ in snapshot.entries} else "")
+            )
         )
     return "\n".join(rows)
 
