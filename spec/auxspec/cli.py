@@ -708,7 +708,8 @@ def _replay(args: argparse.Namespace, trace: Trace, target: Target, how: str) ->
     description = f"reproduced from {args.file.name}; diverged on {target.label}"
     traces.write(traces.vector_from_trace(cut, name, description), out)
     print(f"regression vector written to {out}")
-    print(teach_cli.pointer(out, args.target, args.exec_command))
+    for line in _commands(args, out):  # run as printed in a fresh shell, as verify's
+        print(line)
     return 1
 
 
