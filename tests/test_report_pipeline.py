@@ -311,3 +311,11 @@ def test_the_same_seed_and_count_give_the_same_run(capsys: pytest.CaptureFixture
         runs.append((got["explored"], got["background_explored"], scope, counts, got["budgets"]))
     assert runs[0] == runs[1]
     assert runs[0][4] == {"vectors": "complete", "exhaustive": "complete", "background": "count", "random": "count"}
+
+
+def test_a_background_report_shows_a_read_by_its_length_not_its_bytes() -> None:
+    from auxspec.drivers.gated import _show
+    from auxspec.models.sequential import Ok
+
+    shown = _show(Ok(bytes(range(256)) * 96))
+    assert shown.startswith("ok 24576 bytes") and len(shown) < 60, shown
