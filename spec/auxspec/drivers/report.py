@@ -66,7 +66,7 @@ def headline(divergence: Divergence, phase: str) -> str:
         elif want != got:
             sides = f"expected {show(want, None)}, got {show(got, None)}"
         else:
-            sides = f"{show(divergence.want, None)} as expected, but {state_difference(divergence)}"
+            sides = state_difference(divergence)  # the outcome agrees: the state after it does not
     else:
         sides = f"expected {divergence.expected}, got {divergence.actual}"
     where = f"{found}: step {divergence.step + 1}, "
@@ -82,7 +82,7 @@ def _bytes_sides(want: bytes, got: object) -> str:
     return f"expected {len(want)} bytes, got {len(got)}, first differing at offset {offset}"
 
 
-SIDE = 36  # the most of one side of a state difference shown in a headline
+SIDE = 30  # the most of one side of a state difference shown in a headline
 
 
 def state_difference(divergence: Divergence) -> str:
@@ -92,19 +92,19 @@ def state_difference(divergence: Divergence) -> str:
         return "the state after it differs"
     want_keys, got_keys = [k for k, _ in want.entries], [k for k, _ in got.entries]
     if want_keys != got_keys:
-        return f"stored {clip(repr(want_keys), SIDE)} expected, got {clip(repr(got_keys), SIDE)}"
+        return f"stored keys expected {clip(repr(want_keys), SIDE)}, got {clip(repr(got_keys), SIDE)}"
     payloads = dict(got.entries)
     for key, data in want.entries:
         if payloads.get(key) != data:
-            return f"the payload of {clip(repr(key), SIDE)} differs"
+            return f"the stored payload of {clip(repr(key), SIDE)} differs"
     want_pins, got_pins = dict(sorted(want.references)), dict(sorted(got.references))
     if want_pins != got_pins:
         apart = sorted(k for k in set(want_pins) | set(got_pins) if want_pins.get(k) != got_pins.get(k))
         key = apart[0]
-        return f"{clip(repr(key), SIDE)} pinned {want_pins.get(key, 0)} times expected, got {got_pins.get(key, 0)}"
+        return f"pins of {clip(repr(key), SIDE)} expected {want_pins.get(key, 0)}, got {got_pins.get(key, 0)}"
     if want.closed != got.closed:
-        return f"closed {want.closed} expected, got {got.closed}"
-    return "the state after it differs (in the recency order of its keys)"
+        return f"closed expected {want.closed}, got {got.closed}"
+    return "the state after it differs (the recency order of its keys)"
 
 
 def background_headline(violation: str, calls: int) -> str:

@@ -1,7 +1,8 @@
 """Shrink a counterexample to one a port author can act on.
 
 Whatever phase found it, a counterexample is made smaller the same way:
-first fewer ops (runs of ops cut, longest runs first), then simpler ops
+first fewer ops (runs of ops cut, longest runs first; neighbouring ops of a
+kind made one, their key lists and batches joined), then simpler ops
 (shorter key lists and batches, plain call forms and buffers), then fewer
 distinct keys, then payload bytes, then a smaller store. A background
 scenario is shrunk the same way, its writer schedule with it (fewer and
@@ -158,6 +159,34 @@ def _op_changes(ops: tuple[Any, ...], simpler: Callable[[Any], Iterator[Any]]) -
             yield (*ops[:index], other, *ops[index + 1 :])
 
 
+def merged(first: Op, second: Op) -> Op | None:
+    """One op doing what two of the same kind do, their key lists and
+    batches joined (a put of many objects where there were several puts),
+    or None when they differ in anything else or cannot be joined."""
+    if type(first) is not type(second):
+        return None
+    changes: dict[str, Any] = {}
+    for f in kind_of(first).fields:
+        a, b = getattr(first, f.name), getattr(second, f.name)
+        if isinstance(f.kind, (Keys, Batch)):
+            if not (isinstance(a, tuple) and isinstance(b, tuple)) or len(a) + len(b) > max(f.kind.most, 1) * 8:
+                return None
+            changes[f.name] = a + b
+        elif a != b:
+            return None
+    return cast(Op, replace(cast(Any, first), **changes)) if changes else None
+
+
+def _op_merges(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
+    """Two neighbouring ops of a kind made one: fewer ops for a bug that needs many keys at once."""
+    for index in range(len(ops) - 1):
+        if isinstance(ops[index], Release) or isinstance(ops[index + 1], Release):
+            continue
+        one = merged(ops[index], ops[index + 1])
+        if one is not None:
+            yield (*ops[:index], one, *ops[index + 2 :])
+
+
 def _key_merges(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
     """Fewer distinct keys: a later key made an earlier one of its type."""
     keys = _distinct_keys(ops)
@@ -195,6 +224,8 @@ def shrink_trace(
     def candidates(now: Trace) -> Iterator[Trace]:
         for ops in _cuts(now.ops):
             yield replace(now, ops=ops)
+        for ops in _op_merges(now.ops):
+            yield replace(now, ops=ops)
         for ops in _op_changes(now.ops, simpler_ops):
             yield replace(now, ops=ops)
         for ops in _key_merges(now.ops):
@@ -231,6 +262,8 @@ def shrink_scenario(
         if now.ending == "drop":
             yield replace(now, ending="close")
         for ops in _cuts(now.ops):
+            yield replace(now, ops=ops)
+        for ops in _op_merges(now.ops):
             yield replace(now, ops=ops)
         if now.faults:
             yield replace(now, faults=())
