@@ -417,7 +417,12 @@ def explore_background(
             return 2
         if checked.violation is not None:
             say(f"DIVERGES (found by the background exit check): {checked.violation}")
-            report.update(result="diverges", background={"violation": checked.violation})
+            # No trace to write: the check is a program's exit. Running verify with no search time runs it again.
+            again = ["verify", *([args.target] if args.target else []), "--profile", args.profile]
+            again += ["--max-time", "0", "--large-stores", "off"]
+            for line in report_text.wrapped("reproduce:", report_text.command(again)):
+                say(line)
+            report.update(result="diverges", background={"violation": checked.violation}, found_by="the exit check")
             return _finish(args, report, 1, say)
         say(f"background store: a program that leaves one open exits ({checked.seconds:.1f} s)")
     if count is None:
