@@ -319,3 +319,15 @@ def test_a_background_report_shows_a_read_by_its_length_not_its_bytes() -> None:
 
     shown = _show(Ok(bytes(range(256)) * 96))
     assert shown.startswith("ok 24576 bytes") and len(shown) < 60, shown
+
+
+def test_a_wrapped_command_runs_as_printed_even_with_a_long_quoted_word() -> None:
+    import shlex
+
+    long_word = "a quoted word " * 12
+    words = ["printf", shlex.quote("%s|"), shlex.quote(long_word), "next"]
+    lines = report.wrapped("run:", words, width=40)
+    assert len(lines) > 1 and all(line.endswith(" \\") for line in lines[:-1])
+    printed = "\n".join(lines).removeprefix("run:")
+    ran = subprocess.run(["/bin/sh", "-c", printed], capture_output=True, text=True, check=True)
+    assert ran.stdout == f"{long_word}|next|"

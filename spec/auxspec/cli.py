@@ -480,7 +480,7 @@ def _large_stores(
         f"no vector written ({args.out} is left as it was): the trace's puts carry about "
         f"{large.MAX_BYTES / 1e9:.1f} GB of payloads; the seed rebuilds it"
     )
-    record.update(trace=run.trace, reproduce=report_text.command(again), divergence=divergence.summary_json())
+    record.update(trace=run.trace, reproduce=" ".join(report_text.command(again)), divergence=divergence.summary_json())
     if divergence.deviation:
         record["deviation"] = divergence.deviation
     report.update(result="diverges", step=divergence.step + 1)

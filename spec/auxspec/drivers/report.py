@@ -128,22 +128,24 @@ def _program() -> list[str]:
     return [sys.executable, "-m", "auxspec.command"]
 
 
-def command(words: list[str]) -> str:
-    """``auxspec WORDS`` as a command line that runs as printed in a fresh
-    shell: from this working directory, with the environment a target needs."""
+def command(words: list[str]) -> list[str]:
+    """``auxspec WORDS`` as the shell words of a command line that runs as
+    printed in a fresh shell: from this working directory, with the
+    environment a target needs; each word already quoted."""
     env = [f"{name}={shlex.quote(os.environ[name])}" for name in ENVIRONMENT if os.environ.get(name)]
-    line = ["cd", shlex.quote(os.getcwd()), "&&", *env, shlex.join(_program() + words)]
-    return " ".join(line)
+    return ["cd", shlex.quote(os.getcwd()), "&&", *env, *map(shlex.quote, _program() + words)]
 
 
-def wrapped(label: str, text: str, width: int = WIDTH) -> list[str]:
-    """``label`` and a command, continued over lines with backslashes when it is too long for one."""
+def wrapped(label: str, words: list[str], width: int = WIDTH) -> list[str]:
+    """``label`` and a command's words, continued over lines with a backslash
+    between words (never inside a quoted one, where a backslash would be
+    taken as it is) when the command is too long for one line."""
     lines, line = [], label
-    for word in text.split(" "):
-        if len(line) + 1 + len(word) > width - 2 and line.strip():
+    for word in words:
+        if len(line) + 1 + len(word) > width - 2 and line.strip() and line != label:
             lines.append(line + " \\")
-            line = "    "
-        line = f"{line} {word}" if line.strip() else line + word
+            line = "   "
+        line = f"{line} {word}"
     lines.append(line)
     return lines
 

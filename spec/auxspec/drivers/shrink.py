@@ -40,7 +40,7 @@ class Shrunk(Generic[T]):
     value: T
     failure: Any
     tries: int
-    ended_by: str  # "fixpoint" (nothing smaller fails), "count" (TRIES) or "time" (SECONDS)
+    ended_by: str  # "fixpoint" (nothing smaller fails), "count" (TRIES), "time" (SECONDS), "skipped" (not tried)
 
 
 class _Search(Generic[T]):
