@@ -331,3 +331,13 @@ def test_a_wrapped_command_runs_as_printed_even_with_a_long_quoted_word() -> Non
     printed = "\n".join(lines).removeprefix("run:")
     ran = subprocess.run(["/bin/sh", "-c", printed], capture_output=True, text=True, check=True)
     assert ran.stdout == f"{long_word}|next|"
+
+
+def test_the_documented_background_vector_reads(tmp_path: Path) -> None:
+    doc = (ROOT / "docs" / "protocol.md").read_text()
+    block = doc.split("### Background vectors", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    path = tmp_path / "documented.jsonl"
+    path.write_text(block.lstrip("\n"))
+    scenario = vector_scenario(traces.load_background(path))
+    assert scenario.max_pending_batches == 1 and [i for i, _ in scenario.faults] == [4]
+    assert [type(step).__name__ for step in scenario.ops] == ["Put", "Release", "Get"]
