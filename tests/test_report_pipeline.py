@@ -207,8 +207,10 @@ def test_a_failing_vector_is_named_by_its_own_name_and_shrunk(
 
 
 def test_a_long_line_is_cut_with_a_pointer_to_verbose() -> None:
-    cut = report.clip("x" * 1000)
-    assert len(cut) == report.WIDTH and cut.endswith("(--verbose shows all)")
+    line = "start " + "x" * 1000 + " (protocol 2)"
+    cut = report.clip(line)
+    assert len(cut) == report.WIDTH and "--verbose shows all" in cut
+    assert cut.startswith("start x") and cut.endswith("x (protocol 2)")
     assert report.clip("short") == "short"
     kept = report.fit([str(i) for i in range(100)], 20)
     assert len(kept) == 20 and kept[-1] == "99" and "not shown" in kept[3]

@@ -39,6 +39,7 @@ from auxspec.teach import cli as teach_cli
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
 DEFAULT_TIME = 30.0  # --max-time without --max-traces
 COUNT_CAP = 3600.0  # --max-time's default under --max-traces: a guard, not the budget
+LABEL = 120  # the most of a target's label the first line shows (cut in its middle)
 BACKGROUND_SHARE = 20  # --max-traces N gives the background search N / this scenarios (each runs a thread)
 REGRESSIONS = BUNDLED_VECTORS / "regressions"
 
@@ -256,7 +257,7 @@ def _phases(
     report["target"] = target.label
     budgets: dict[str, str] = {}
     report["budgets"] = budgets  # which budget ended each phase: complete, count, time, found
-    say(f"verifying {target.label} against the {args.profile} spec")
+    say(f"verifying {report_text.middle(target.label, LABEL)} against the {args.profile} spec")
 
     # A divergence that is a documented deviation of vLLM from strict is
     # recorded and the search goes on for others; any other divergence ends

@@ -30,12 +30,28 @@ ENVIRONMENT = ("PYTHONPATH", "AUXSTORE_UPSTREAM")
 INTERNAL_ERROR = 3  # verify's exit status when verify itself failed (0, 1, 2: auxspec.cli)
 
 
+TAIL = 32  # characters a cut line keeps of its end (where a line often says what it is: "(protocol 2)")
+
+
 def clip(line: str, width: int = WIDTH) -> str:
-    """``line`` cut to ``width`` characters, saying how much was cut."""
+    """``line`` cut to ``width`` characters: its start and, on a wide line,
+    its end, with the cut said in between."""
     if len(line) <= width:
         return line
-    more = " ... (--verbose shows all)" if width >= 60 else "..."
-    return line[: width - len(more)] + more
+    if width < 80:
+        return line[: width - 3] + "..."
+    mark = " [... --verbose shows all ...] "
+    head = width - len(mark) - TAIL
+    return line[:head] + mark + line[-TAIL:]
+
+
+def middle(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters in its middle (a long path or
+    command: its start and its end both say something)."""
+    if len(text) <= width:
+        return text
+    keep = width - 5
+    return text[: keep - keep // 3] + " ... " + text[len(text) - keep // 3 :]
 
 
 def clip_lines(text: str, width: int = WIDTH) -> str:
