@@ -343,3 +343,24 @@ def test_the_documented_background_vector_reads(tmp_path: Path) -> None:
     scenario = vector_scenario(traces.load_background(path))
     assert scenario.max_pending_batches == 1 and [i for i, _ in scenario.faults] == [4]
     assert [type(step).__name__ for step in scenario.ops] == ["Put", "Release", "Get"]
+
+
+KEY_IN_PORT = """
+from auxspec.reference.store import ReferenceStore
+
+class BlockObjectStore(ReferenceStore):
+    def __contains__(self, key):
+        return type(key) is str and super().__contains__(key)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_vector_that_cannot_hold_what_diverged_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    port = tmp_path / "in_false.py"  # `in` is False for a str subclass key: a plain-str file cannot show it
+    port.write_text(KEY_IN_PORT)
+    out = tmp_path / "found.jsonl"
+    argv = ["verify", str(port), "--max-time", "10", "--seed", "1", "--large-stores", "off", "--out", str(out)]
+    assert cli.main(argv) == 1
+    printed = capsys.readouterr().out
+    assert "KeyStr(" in printed and "note: the written vector does not diverge when replayed" in printed, printed
+    assert compare(traces.load(out).trace, load_target(str(port))) is None

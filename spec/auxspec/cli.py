@@ -30,7 +30,7 @@ from auxspec.engine.deviations import DEVIATIONS
 from auxspec.engine.expect import expected_outcomes
 from auxspec.engine.ops import Trace
 from auxspec.engine.table import describe, trace_needs
-from auxspec.engine.target import Target, errors_of, load_attribute, load_target
+from auxspec.engine.target import PortBroken, Target, errors_of, load_attribute, load_target
 from auxspec.engine.traces import TraceError, printable
 from auxspec.generators import exhaustive, large
 from auxspec.generators.background import scenario_vector, vector_scenario
@@ -556,11 +556,25 @@ def _diverged(
         report["deviation"] = divergence.deviation
     _write_shortest(divergence, args.out, name, report["target"])
     lines.append(f"written to {args.out}")
+    if not _replays(args.out, target):
+        lines.append(
+            "note: the written vector does not diverge when replayed (a trace file holds str and int subclass "
+            "values as plain ones, and a port may not repeat itself): the trace above is the one that diverged"
+        )
+        report["replays"] = False
     lines += _commands(args, args.out)
     _say_block(args, say, lines)
     report.update(result="diverges", step=divergence.step + 1, divergence=divergence.as_json())
     report["trace"] = str(args.out)
     return _finish(args, report, 1, say)
+
+
+def _replays(path: Path, target: Target) -> bool:
+    """Whether the vector just written diverges again on ``target``, as reproduce will replay it."""
+    try:
+        return compare(traces.load(path).trace, target) is not None
+    except (TraceError, PortBroken):
+        return False
 
 
 def _commands(args: argparse.Namespace, path: Path, explain: bool = True) -> list[str]:
