@@ -27,7 +27,7 @@ def _verify(*args: str) -> int:
     return cli.main(["verify", *args, "--max-time", "4", "--seed", "3", "--op-timeout", "3", "--out", "/dev/null"])
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(400)  # two whole runs, each with the whole small scope over the protocol (a loaded machine)
 def test_serve_behind_exec_conforms() -> None:
     assert _verify("--exec", SERVE) == 0
     assert _verify("--exec", f"{SERVE} auxspec:ReferenceStore") == 0

@@ -10,34 +10,40 @@ import argparse
 import json
 import math
 import random
-import shlex
 import sys
 import time
+import traceback
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from auxspec import vectors
-from auxspec.drivers import verify
+from auxspec.drivers import gated, shrink, verify
+from auxspec.drivers import report as report_text
 from auxspec.drivers.fuzzing import signature
 from auxspec.drivers.protocol import ProtocolError, main_serve, parse_command, process_target
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
-from auxspec.engine.compare import Divergence, compare
+from auxspec.engine.compare import Divergence, compare, show
 from auxspec.engine.deviations import DEVIATIONS
 from auxspec.engine.expect import expected_new, expected_outcomes
 from auxspec.engine.ops import Trace
 from auxspec.engine.table import describe, trace_needs
-from auxspec.engine.target import Target, errors_of, load_attribute, load_target
-from auxspec.engine.traces import TraceError, outcome_to_json, printable
+from auxspec.engine.target import PortBroken, Target, errors_of, load_attribute, load_target
+from auxspec.engine.traces import TraceError, printable
 from auxspec.generators import exhaustive, large
+from auxspec.generators.background import scenario_vector, vector_scenario
 from auxspec.models.sequential import Err
 from auxspec.teach import cli as teach_cli
 from auxspec.teach.cli import op_timeout
 from auxspec.teach.timeline import ROW_ENDS, some
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
+DEFAULT_TIME = 30.0  # --max-time without --max-traces
+COUNT_CAP = 3600.0  # --max-time's default under --max-traces: a guard, not the budget
+LABEL = 120  # the most of a target's label the first line shows (cut in its middle)
+BACKGROUND_SHARE = 20  # --max-traces N gives the background search N / this scenarios (each runs a thread)
 REGRESSIONS = BUNDLED_VECTORS / "regressions"
 
 
@@ -68,7 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--op-timeout", type=op_timeout, default=5.0, help="seconds a port process may take per op")
     check.add_argument("--profile", choices=("strict", "upstream"), default="strict")
     check.add_argument(
-        "--max-time", type=_seconds(positive=False), default=30.0, help="seconds of exploration (default 30)"
+        "--max-time",
+        type=_seconds(positive=False),
+        help=f"seconds of search (default {DEFAULT_TIME:g}; with --max-traces a cap, default {COUNT_CAP:g}); the "
+        "vectors and the small scope, fixed sets of traces, run to their end before it "
+        "(--max-time 0: the vectors only)",
     )
     check.add_argument("--seed", type=int, help="make the exploration repeatable")
     check.add_argument("--vectors", type=Path, action="append", help="vector file or folder (default: bundled)")
@@ -105,6 +115,15 @@ def main(argv: list[str] | None = None) -> int:
         "under 1 GB of memory in all); 2.2e9 crosses 2^30 and 2^31 and needs about 4.5 GB: the spec holds every "
         "payload the target stores",
     )
+    check.add_argument(
+        "--max-traces",
+        type=_count,
+        metavar="N",
+        help="a count budget: the random search stops after N traces and the background search after "
+        f"N/{BACKGROUND_SHARE} scenarios, the same ones on any machine (--max-time is then only a cap, "
+        f"default {COUNT_CAP:g} s); the small scope always runs to completion",
+    )
+    check.add_argument("--verbose", action="store_true", help="print whole traces, payloads and long lines")
     check.add_argument(
         "--exact-order",
         action="store_true",
@@ -175,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    if args.max_time is None:
+        args.max_time = COUNT_CAP if args.max_traces is not None else DEFAULT_TIME
     report: dict[str, Any] = {"profile": args.profile}
     stop_port: Any = None
     try:
@@ -197,7 +218,7 @@ def _verify(args: argparse.Namespace) -> int:
             report["capabilities"] = sorted(port.handshake.capabilities)
             report["skipped"] = skipped
             for line in skipped:
-                _say(args.json)(f"port: {line}")
+                _say(args.json, args.verbose)(f"port: {line}")
         else:
             target = load_target(args.target)
         if args.exact_order:
@@ -218,9 +239,23 @@ def _verify(args: argparse.Namespace) -> int:
     except TraceError as error:  # a vector file that changed after it was checked, read again to replay it
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # verify's own failure, never the port's divergence
+        return _internal_error("verify", error)
     finally:
         if stop_port:
             stop_port()
+
+
+def _internal_error(command: str, error: BaseException) -> int:
+    """Report a failure of auxspec itself: its own exit status, the
+    traceback, and a request to report it (the target is not judged)."""
+    print(
+        f"auxspec: INTERNAL ERROR: {command} itself failed ({type(error).__name__}: {error}); this is a bug "
+        "in auxspec, not a divergence of the target. Please report it with the command and the traceback below.",
+        file=sys.stderr,
+    )
+    traceback.print_exception(error, file=sys.stderr)
+    return report_text.INTERNAL_ERROR
 
 
 def _check(args: argparse.Namespace, target: Target, vectors: list[traces.VectorFile], report: dict[str, Any]) -> int:
@@ -231,9 +266,11 @@ def _check(args: argparse.Namespace, target: Target, vectors: list[traces.Vector
 def _phases(
     args: argparse.Namespace, target: Target, vectors: list[traces.VectorFile], report: dict[str, Any], bar: _Progress
 ) -> int:
-    say = _say(args.json)
+    say = _say(args.json, args.verbose)
     report["target"] = target.label
-    say(f"verifying {target.label} against the {args.profile} spec")
+    budgets: dict[str, str] = {}
+    report["budgets"] = budgets  # which budget ended each phase: complete, count, time, found
+    say(f"verifying {report_text.middle(target.label, LABEL)} against the {args.profile} spec")
 
     # A divergence that is a documented deviation of vLLM from strict is
     # recorded and the search goes on for others; any other divergence ends
@@ -250,89 +287,128 @@ def _phases(
         divergence = verify.replay_file(vector, target)
         bar.update(number)
         if divergence:
-            say(f"vector {printable(vector.name)} ({number}/{len(usable)}) diverges")
             if not args.keep_going:
-                return _diverged(args, report, divergence, say)
+                budgets["vectors"] = "found"
+                phase = f"vector {printable(vector.name)}"
+                return _diverged(args, report, divergence, say, phase, target, name=printable(vector.name))
+            say(f"vector {printable(vector.name)} ({number}/{len(usable)}) diverges")
+            divergence = verify.shrink_divergence(divergence, target).failure  # as every counterexample is
             if divergence.deviation is None:
                 failing.append((vector, divergence))
-                say("  " + divergence.render().replace("\n", "\n  "))
+                say("  " + _render(args, divergence).replace("\n", "\n  "))
             else:
                 deviations.setdefault(divergence.deviation, divergence)
+    budgets["vectors"] = "complete"
     report["vectors"] = len(usable)
     say(f"{len(usable)} vectors replayed ({time.monotonic() - started:.1f} s)" + _failing_count(failing, usable))
 
     def progress(tried: int, left: float) -> None:
         bar.left(left)  # a log gets one line per phase, not one per round
 
-    # A target with a background store gives a third of the time to its
-    # interleavings; the rest goes to the sequential store: first every trace
-    # of the small scope (a quarter of that time at most), then the search.
+    # A target with a background store gives a third of the time (or of the
+    # count) to its interleavings; the rest goes to the sequential store:
+    # first every trace of the small scope (a fixed count: it always
+    # completes, whatever the machine), then the search.
     background = target.background is not None and target.observe is not None
-    sequential_time = args.max_time * (2 / 3 if background else 1)
-    deadline = time.monotonic() + sequential_time
     reach = verify.Reach()
     report["scope"] = reach
-    started, ops_before = time.monotonic(), reach.ops_run
-    bar.start("small scope", None, sequential_time / 4)
-    while True:
-        divergence, small = verify.exhaust(target, args.profile, sequential_time / 4, frozenset(deviations), reach)
-        if divergence is None or divergence.deviation is None or not args.keep_going:
-            break
-        deviations[divergence.deviation] = divergence
-    reach.phase(
-        "exhaustive",
-        small.traces,
-        time.monotonic() - started,
-        reach.ops_run - ops_before,
-        states=small.states,
-        complete=small.complete,
-    )
-    say(
-        f"small scope ({exhaustive.DEPTH} ops over keys {', '.join(exhaustive.KEYS)}, capacity "
-        f"{'-'.join(map(str, exhaustive.CAPACITIES))}): {small.traces} traces, {small.states} states, "
-        + ("complete" if small.complete else "NOT complete (out of time)")
-    )
-    if divergence is not None and (divergence.deviation is None or not args.keep_going):
-        report["explored"] = small.traces
-        return _diverged(args, report, divergence, say)
-    # The background store's third in two halves, one before the sequential
-    # search and one after it, so a writer bug is not found only in the last
-    # third of the run (each found scenario waits out the gate's timeouts).
-    # A run that has recorded documented deviations ends with them before the
-    # background store, as it did when that came last.
+    if args.max_time == 0 and args.max_traces is None:
+        # --max-time 0 asks for no search: the vectors only (a folder of
+        # exercise vectors, a regression file). The small scope runs whole or
+        # not at all, never cut by the clock.
+        budgets["exhaustive"] = "skipped"
+        say("small scope: skipped (--max-time 0: the vectors only)")
+    else:
+        started, ops_before = time.monotonic(), reach.ops_run
+        bar.start("small scope", None)
+        while True:
+            divergence, small = verify.exhaust(target, args.profile, None, frozenset(deviations), reach)
+            if divergence is None or divergence.deviation is None or not args.keep_going:
+                break
+            deviations[divergence.deviation] = divergence
+        reach.phase(
+            "exhaustive",
+            small.traces,
+            time.monotonic() - started,
+            reach.ops_run - ops_before,
+            states=small.states,
+            complete=small.complete,
+        )
+        say(
+            f"small scope ({exhaustive.DEPTH} ops over keys {', '.join(exhaustive.KEYS)}, capacity "
+            f"{'-'.join(map(str, exhaustive.CAPACITIES))}): {small.traces} traces, {small.states} states, "
+            + ("complete" if small.complete else "stopped at a divergence")
+        )
+        if divergence is not None and (divergence.deviation is None or not args.keep_going):
+            budgets["exhaustive"] = "found"
+            report["explored"] = small.traces
+            return _diverged(args, report, divergence, say, "the small scope", target, frozenset(deviations))
+        budgets["exhaustive"] = "complete"
+    # --max-time is the searches' (the small scope is a fixed count of
+    # traces, not charged to it, so a loaded machine does not take search
+    # time away): two thirds to the sequential search, the background third
+    # in two halves, one before the sequential search and one after it, so a
+    # writer bug is not found only in the last third of the run. A run that
+    # has recorded documented deviations ends with them before the background store.
+    sequential_time = args.max_time * (2 / 3 if background else 1)
     background_time = (args.max_time - sequential_time) / 2
+    background_count = None if args.max_traces is None else max(args.max_traces // BACKGROUND_SHARE // 2, 1)
+    deadline = time.monotonic() + sequential_time
     early = background and not deviations
-    if early and (code := explore_background(args, target, report, reach, bar, progress, background_time, say)):
+    if early and (
+        code := explore_background(args, target, report, reach, bar, progress, background_time, say, background_count)
+    ):
         return code
     deadline += background_time
     explored = 0
     started, ops_before = time.monotonic(), reach.ops_run
     bar.start("random search", None, max(deadline - time.monotonic(), 0.0))
+    budgets["random"] = "time"
     while (left := deadline - time.monotonic()) > 0:
+        still = None if args.max_traces is None else args.max_traces - explored
+        if still is not None and still <= 0:
+            break
         divergence, tried = verify.explore(
-            target, args.profile, left, args.seed, progress, known=frozenset(deviations), reach=reach
+            target,
+            args.profile,
+            left,
+            args.seed,
+            progress,
+            known=frozenset(deviations),
+            reach=reach,
+            max_traces=still,
         )
         explored += tried
         if divergence is None:
             break
         if divergence.deviation is None or not args.keep_going:
+            budgets["random"] = "found"
             report["explored"] = explored
-            return _diverged(args, report, divergence, say)
+            return _diverged(args, report, divergence, say, "the random search", target, frozenset(deviations))
         deviations[divergence.deviation] = divergence
+    if args.max_traces is not None and explored >= args.max_traces:
+        budgets["random"] = "count"
     reach.phase("random", explored, time.monotonic() - started, reach.ops_run - ops_before)
     report["explored"] = explored
     if code := _large_stores(args, target, report, reach, frozenset(deviations), say):
         return code
     _say_reach(reach, say)
     if deviations:
-        return _deviates(args, report, deviations, say)
-    if background and (code := explore_background(args, target, report, reach, bar, progress, background_time, say)):
+        return _deviates(args, report, deviations, say, target)
+    if background and (
+        code := explore_background(args, target, report, reach, bar, progress, background_time, say, background_count)
+    ):
         return code
     if failing:
         report["result"] = "diverges"
         return _finish(args, report, 1, say)
     report["result"] = "conforms"
-    say(f"conforms: {len(usable)} vectors and {explored} explored traces agree with the spec")
+    ended = ", ".join(f"{phase} by {how}" for phase, how in budgets.items() if phase in ("random", "background"))
+    scope = "the whole small scope" if budgets["exhaustive"] == "complete" else "no small scope (--max-time 0)"
+    say(
+        f"conforms: {len(usable)} vectors, {scope} and {explored} explored traces agree with "
+        f"the spec (searches ended: {ended})"
+    )
     return _finish(args, report, 0, say)
 
 
@@ -345,10 +421,13 @@ def explore_background(
     progress: Any,
     seconds: float,
     say: Any,
+    count: int | None = None,
 ) -> int | None:
-    """One part of the background store's time: the exit code when a
-    violation is found, else None (the scenarios tried add up in the report)."""
+    """One part of the background store's time (or of its count): the exit
+    code when a violation is found, else None (the scenarios tried add up in
+    the report)."""
     done = report.get("background_explored", 0)
+    budgets = report.setdefault("budgets", {})
     if "background_exit" not in report and args.exec_command is None:
         # Once per run, first: its time (an interpreter's start-up) is the phase's.
         checked = verify.check_background_exit(args.target)
@@ -359,19 +438,29 @@ def explore_background(
             print(f"auxspec: the background store's exit check did not run: {checked.error}", file=sys.stderr)
             return 2
         if checked.violation is not None:
-            say(checked.violation)
-            report.update(result="diverges", background={"violation": checked.violation})
+            say(f"DIVERGES (found by the background exit check): {checked.violation}")
+            # No trace to write: the check is a program's exit. Running verify with no search time runs it again.
+            again = ["verify", *([args.target] if args.target else []), "--profile", args.profile]
+            again += ["--max-time", "0", "--large-stores", "off"]
+            for line in report_text.wrapped("reproduce:", report_text.command(again)):
+                say(line)
+            report.update(result="diverges", background={"violation": checked.violation}, found_by="the exit check")
             return _finish(args, report, 1, say)
         say(f"background store: a program that leaves one open exits ({checked.seconds:.1f} s)")
-    say(f"background store: exploring writer schedules for {seconds:.0f} s")
+    if count is None:
+        say(f"background store: exploring writer schedules for {seconds:.0f} s")
+    else:
+        say(f"background store: exploring {count} writer schedules (at most {seconds:.0f} s)")
+        seconds = args.max_time  # the count decides; the time is a cap
     bar.start("background", None, seconds)
     seed = None if args.seed is None else args.seed + done  # the second part draws other scenarios
-    violation, scenarios = verify.explore_background(target, args.profile, seconds, seed, progress, reach=reach)
+    found, scenarios = verify.explore_background(
+        target, args.profile, seconds, seed, progress, reach=reach, max_scenarios=count
+    )
     report["background_explored"] = done + scenarios
-    if violation:
-        say(violation)
-        report.update(result="diverges", background={"violation": violation})
-        return _finish(args, report, 1, say)
+    budgets["background"] = "found" if found else ("count" if count is not None and scenarios >= count else "time")
+    if found is not None:
+        return _diverged_background(args, report, found, target, say)
     say(f"background store: {done + scenarios} scenarios agree with the background spec")
     return None
 
@@ -403,18 +492,19 @@ def _large_stores(
         say(f"large stores: {run.traces} traces, {run.ops} ops agree with the spec ({run.seconds:.1f} s)")
         return None
     divergence = run.divergence
-    again = ["auxspec", "verify"]
+    again = ["verify"]
     again += ["--exec", args.exec_command] if args.exec_command else [args.target] if args.target else []
     again += ["--profile", args.profile, "--large-stores", "on", "--large-bytes", str(where.max_bytes)]
     again += ["--max-time", "0", "--seed", str(seed)]
-    say(f"large stores: {run.trace} diverges")
+    say(report_text.headline(divergence, f"the large-store phase, trace {run.trace}"))
     say(divergence.render(last=4))
-    say(f"seed {seed}; reproduce with: {shlex.join(again)}")
+    for line in report_text.wrapped(f"seed {seed}; reproduce:", report_text.command(again)):
+        say(line)
     say(
         f"no vector written ({args.out} is left as it was): the trace's puts carry about "
         f"{where.max_bytes / 1e9:.1f} GB of payloads; the seed rebuilds it"
     )
-    record.update(trace=run.trace, reproduce=shlex.join(again), divergence=divergence.summary_json())
+    record.update(trace=run.trace, reproduce=" ".join(report_text.command(again)), divergence=divergence.summary_json())
     if divergence.deviation:
         record["deviation"] = divergence.deviation
     report.update(result="diverges", step=divergence.step + 1)
@@ -452,37 +542,161 @@ def _write_shortest(divergence: Divergence, path: Path, name: str, label: str) -
     traces.write(traces.vector_from_trace(shortest, name, f"found by auxspec verify on {label}"), path)
 
 
-def _diverged(args: argparse.Namespace, report: dict[str, Any], divergence: Divergence, say: Any) -> int:
-    say(divergence.render())
+def _render(args: argparse.Namespace, divergence: Divergence) -> str:
+    """The trace up to the divergence and both sides: the last ops only, unless --verbose."""
+    return divergence.render(last=None if args.verbose else report_text.SHOWN_OPS)
+
+
+def _diverged(
+    args: argparse.Namespace,
+    report: dict[str, Any],
+    divergence: Divergence,
+    say: Any,
+    phase: str,
+    target: Target,
+    known: frozenset[str] = frozenset(),
+    name: str = "divergence",
+) -> int:
+    """The one report of a sequential counterexample, whatever phase found
+    it: shrunk, headed by the op that differs, written to --out as a
+    vector, with the explain and reproduce commands."""
+    before = divergence.length
+    shrunk = verify.shrink_divergence(divergence, target, known)
+    divergence = shrunk.failure
+    report["shrink"] = {
+        "from_ops": before,
+        "to_ops": len(divergence.trace.ops),
+        "tries": shrunk.tries,
+        "ended_by": shrunk.ended_by,
+    }
+    report["found_by"] = phase
+    lines = [report_text.headline(divergence, phase)]
+    lines += _render(args, divergence).split("\n")
+    lines.append(f"shrunk from {before} to {len(divergence.trace.ops)} ops ({shrunk.tries} tries, {shrunk.ended_by})")
     if divergence.deviation:
-        say(f"this is vLLM's documented deviation {divergence.deviation}: {DEVIATIONS[divergence.deviation]}")
-        say("(--keep-going lists every deviation the target has)")
+        lines.append(f"this is vLLM's documented deviation {divergence.deviation}: {DEVIATIONS[divergence.deviation]}")
+        lines.append("(--keep-going lists every deviation the target has)")
         report["deviation"] = divergence.deviation
-    _write_shortest(divergence, args.out, "divergence", report["target"])
-    say(f"written to {args.out}")
-    say(teach_cli.pointer(args.out, args.target, args.exec_command))
+    _write_shortest(divergence, args.out, name, report["target"])
+    lines.append(f"written to {args.out}")
+    if not _replays(args.out, target):
+        lines.append(
+            "note: the written vector does not diverge when replayed (a trace file holds str and int subclass "
+            "values as plain ones, and a port may not repeat itself): the trace above is the one that diverged"
+        )
+        report["replays"] = False
+    lines += _commands(args, args.out)
+    _say_block(args, say, lines)
     report.update(result="diverges", step=divergence.step + 1, divergence=divergence.as_json())
     report["trace"] = str(args.out)
     return _finish(args, report, 1, say)
 
 
-def _deviates(args: argparse.Namespace, report: dict[str, Any], found: dict[str, Divergence], say: Any) -> int:
+def _replays(path: Path, target: Target) -> bool:
+    """Whether the vector just written diverges again on ``target``, as reproduce will replay it."""
+    try:
+        return compare(traces.load(path).trace, target) is not None
+    except (TraceError, PortBroken):
+        return False
+
+
+def _commands(args: argparse.Namespace, path: Path, explain: bool = True) -> list[str]:
+    """The explain and reproduce commands for the vector at ``path``, as a fresh shell runs them."""
+    given = report_text.target_words(args.target, args.exec_command)
+    lines = []
+    if explain:
+        words = ["explain", str(path), *(given or ["--target"])]
+        lines += report_text.wrapped("explain:  ", report_text.command(words))
+    lines += report_text.wrapped("reproduce:", report_text.command(["reproduce", str(path), *given]))
+    return lines
+
+
+def _say_block(args: argparse.Namespace, say: Any, lines: list[str]) -> None:
+    """A failing report's block: at most LINES lines less the phase lines before it, unless --verbose."""
+    for line in lines if args.verbose else report_text.fit(lines, report_text.LINES - 10):
+        say(line)
+
+
+def _diverged_background(
+    args: argparse.Namespace, report: dict[str, Any], found: verify.BackgroundFound, target: Target, say: Any
+) -> int:
+    """The one report of a background counterexample: shrunk call by call
+    with its writer schedule, written to --out as a background vector
+    (schedule included, so the replay holds the writer where this run did),
+    with the reproduce command."""
+    before = shrink.owner_calls(found.scenario)
+    shrunk = verify.shrink_background(found, target)
+    scenario, violation = shrunk.value, shrunk.failure
+    calls = shrink.owner_calls(scenario)
+    report["shrink"] = {"from_ops": before, "to_ops": calls, "tries": shrunk.tries, "ended_by": shrunk.ended_by}
+    report["found_by"] = "the background phase"
+    lines = [report_text.background_headline(violation, calls)]
+    lines += violation.split("\n")[1:]  # its first line is the headline's
+    lines.append(f"shrunk from {before} to {calls} owner calls ({shrunk.tries} tries, {shrunk.ended_by})")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    vector = scenario_vector(scenario, "background-divergence", f"found by auxspec verify on {report['target']}")
+    args.out.write_text(traces.dumps_background(vector), encoding="utf-8")
+    lines.append(f"written to {args.out} (a background vector: the owner calls and the writer's schedule)")
+    lines += _commands(args, args.out, explain=False)
+    _say_block(args, say, lines)
+    report.update(result="diverges", background={"violation": violation}, trace=str(args.out))
+    return _finish(args, report, 1, say)
+
+
+def _deviates(
+    args: argparse.Namespace, report: dict[str, Any], found: dict[str, Divergence], say: Any, target: Target
+) -> int:
     say(f"{report['target']} departs from strict only in documented ways (docs/deviations.md):")
     listed = []
     for name in sorted(found):
+        found[name] = verify.shrink_divergence(found[name], target).failure  # the same deviation, fewer ops
         path = args.out.with_name(f"{args.out.stem}-{name}{args.out.suffix}")
         _write_shortest(found[name], path, name, report["target"])
         say(f"- {name}: {DEVIATIONS[name]}")
-        say("  " + found[name].render().replace("\n", "\n  "))
+        say("  " + _render(args, found[name]).replace("\n", "\n  "))
         say(f"  written to {path}")
-        say("  " + teach_cli.pointer(path, args.target, args.exec_command))
+        for line in _commands(args, path):
+            say("  " + line)
         listed.append({"deviation": name, "trace": str(path), "divergence": found[name].as_json()})
     report.update(result="deviates", deviations=listed)
     return _finish(args, report, 1, say)
 
 
 def _reproduce(args: argparse.Namespace) -> int:
+    try:
+        return _reproduce_file(args)
+    except Exception as error:  # reproduce's own failure, never the target's divergence
+        return _internal_error("reproduce", error)
+
+
+def _reproduce_background(args: argparse.Namespace) -> int:
+    """Replay a background vector: the owner calls with the writer held and
+    let go as recorded, judged against the background spec."""
+    try:
+        scenario = vector_scenario(traces.load_background(args.file))
+        if args.exec_command:
+            raise LookupError("a background vector needs a Python target (--target): a port process has no writer")
+        target = load_target(args.target)
+        if target.background is None or target.observe is None:
+            raise LookupError(f"{target.label} has no background store (or no snapshot()) to replay this on")
+    except (LookupError, OSError, ImportError, TraceError, ValueError) as error:
+        print(f"auxspec: {error}", file=sys.stderr)
+        return 2
+    print(f"replaying the background vector {args.file.name} on {target.label} (profile {scenario.profile})")
+    try:
+        gated.run_scenario(target, scenario)
+    except gated.Violation as violation:
+        print(str(violation))
+        print("the background store did what the background spec does not allow")
+        return 1
+    print(f"{target.label} agrees with the background spec on this scenario")
+    return 0
+
+
+def _reproduce_file(args: argparse.Namespace) -> int:
     path: Path = args.file
+    if path.suffix == ".jsonl" and not args.raw and traces.is_background(path):
+        return _reproduce_background(args)
     if path.suffix != ".jsonl" and path.suffix and not args.raw:
         print(
             f"auxspec: {path} is neither a trace or vector file (.jsonl) nor a raw fuzzer input (crash-*, "
@@ -525,7 +739,7 @@ def _replay(args: argparse.Namespace, trace: Trace, target: Target, how: str) ->
     if divergence is None:
         print(f"{target.label} agrees with the spec on this input" + ("; no vector written" if args.save else ""))
         return 0
-    print(divergence.render())
+    print(report_text.clip_lines(divergence.render()))
     print(f"signature: {signature(divergence)}")
     if args.save is None:
         print("to keep it as a regression vector: the same command with --save DIR")
@@ -537,7 +751,8 @@ def _replay(args: argparse.Namespace, trace: Trace, target: Target, how: str) ->
     description = f"reproduced from {args.file.name}; diverged on {target.label}"
     traces.write(traces.vector_from_trace(cut, name, description), out)
     print(f"regression vector written to {out}")
-    print(teach_cli.pointer(out, args.target, args.exec_command))
+    for line in _commands(args, out):  # run as printed in a fresh shell, as verify's
+        print(line)
     return 1
 
 
@@ -546,7 +761,7 @@ def explain(trace: Trace) -> str:
     rows = [f"store(max_bytes={trace.max_bytes!r}, object_nbytes={trace.object_nbytes!r}, profile={trace.profile})"]
     built = expected_new(trace)
     if isinstance(built, Err):  # then the spec runs no op (a file's expect_new may say otherwise)
-        rows.append(f"     -> {outcome_to_json(built)}: the store cannot be built, no op runs")
+        rows.append(f"     -> {show(built, None)}: the store cannot be built, no op runs")
         return "\n".join(rows)
     for number, (op, (outcome, snapshot)) in enumerate(zip(trace.ops, expected_outcomes(trace), strict=True), 1):
         pins = dict(snapshot.references)
@@ -554,11 +769,14 @@ def explain(trace: Trace) -> str:
         if len(keys) > 2 * ROW_ENDS:  # a long row is shown by its ends, as explain shows it
             keys[ROW_ENDS:-ROW_ENDS] = [f"… {len(keys) - 2 * ROW_ENDS:,} more …"]
         order = " ".join(f"{k}*{pins[k]}" if k in pins else k for k in keys)
-        rows.append(f"{number:>3}. {describe(op):<60} -> {outcome_to_json(outcome)}")
+        # A read's value as its length and first bytes (compare.show), never a line of kilobytes.
+        rows.append(report_text.clip(f"{number:>3}. {describe(op):<60} -> {show(outcome, None)}"))
         unstored = sorted(set(pins).difference(k for k, _ in snapshot.entries))
         rows.append(
-            f"      LRU [ {order} ] MRU"
-            + (f"  unstored pins {some([f'{k}={pins[k]}' for k in unstored])}" if unstored else "")
+            report_text.clip(
+                f"      LRU [ {order} ] MRU"
+                + (f"  unstored pins {some([f'{k}={pins[k]}' for k in unstored])}" if unstored else "")
+            )
         )
     return "\n".join(rows)
 
@@ -611,6 +829,16 @@ def _command(text: str) -> str:
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return text
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a count of at least 1")
+    return value
 
 
 def _seconds(positive: bool) -> Any:
@@ -728,9 +956,13 @@ class _Progress:
             self.bar.update(self.task, completed=max(self.budget - seconds, 0.0))
 
 
-def _say(quiet: bool) -> Any:
+def _say(quiet: bool, verbose: bool = False) -> Any:
+    """How verify prints a line: to stderr under --json; at most
+    ``report_text.WIDTH`` characters unless --verbose."""
+
     def say(text: str) -> None:
-        print(text, file=sys.stderr if quiet else sys.stdout, flush=True)
+        shown = text if verbose else report_text.clip_lines(text)
+        print(shown, file=sys.stderr if quiet else sys.stdout, flush=True)
 
     return say
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from auxspec.engine.compare import raised_by_verifier, show_bytes
 from auxspec.engine.expect import background_batch, background_step
 from auxspec.engine.observable import as_snapshot, observed
 from auxspec.engine.ops import Close, Op, Put
@@ -316,6 +317,8 @@ class _Run:
         try:
             value = invoke(self.store, op)
         except Exception as error:
+            if raised_by_verifier(error):
+                raise  # the driver's own failure, not the store's
             return _observed(op.name, error, self.gate)
         return Ok(value)
 
@@ -519,6 +522,8 @@ def _show(outcome: BgOutcome | str) -> str:
         return f"BlockObjectStoreError from a {outcome.cause} failure"
     if isinstance(outcome, Err):
         return f"error {outcome.kind.value}"
+    if isinstance(outcome.value, bytes):
+        return f"ok {show_bytes(outcome.value)}"  # a payload as its length and first bytes, not a 24 KB line
     return "ok" if outcome.value is None else f"ok {outcome.value!r}"
 
 

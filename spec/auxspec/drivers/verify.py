@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from random import Random
 from typing import IO, Any
@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, Phase, configuration, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky, NoSuchExample
 
-from auxspec.drivers import gated
+from auxspec.drivers import gated, shrink
 from auxspec.drivers.protocol import process_target
 from auxspec.engine import traces
 from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
@@ -118,12 +118,12 @@ class Reach:
         return {**shown, "phases": self.phases, "not_reached": self.short_of()}
 
 
-def _judge(trace: Trace, target: Target, reach: Reach | None) -> Divergence | None:
+def _judge(trace: Trace, target: Target, reach: Reach | None, every: int = 1) -> Divergence | None:
     """``compare``, recording what the trace reaches."""
     if reach is None:
-        return compare(trace, target)
+        return compare(trace, target, every=every)
     reach.trace(trace)
-    return compare(trace, target, reach.state)
+    return compare(trace, target, reach.state, every=every)
 
 
 def replay(vector: traces.Vector, target: Target) -> Divergence | None:
@@ -149,12 +149,19 @@ def explore(
     round_size: int = 300,
     known: frozenset[str] = frozenset(),
     reach: Reach | None = None,
+    max_traces: int | None = None,
 ) -> tuple[Divergence | None, int]:
-    """Search for a divergence for about ``max_time`` seconds; return the
+    """Search for a divergence for about ``max_time`` seconds, or (given
+    ``max_traces``) until that many traces are tried, ``max_time`` then only
+    a cap: a count budget tries the same traces on any machine. Return the
     shrunk divergence (or None) and how many traces were tried. Divergences
     that fall under a deviation in ``known`` do not count."""
     deadline = time.monotonic() + max_time
     tried = 0
+    most = math.inf if max_traces is None else max_traces
+
+    def spent() -> bool:
+        return tried >= most or time.monotonic() > deadline
 
     broken: list[PortBroken] = []
     # Inputs found to diverge. Past the deadline only they still diverge, so
@@ -167,7 +174,7 @@ def explore(
         nonlocal tried
         if broken:
             return False
-        if time.monotonic() > deadline:
+        if spent():
             return data in failing
         tried += 1
         if progress and tried % 2000 == 0:
@@ -199,11 +206,15 @@ def explore(
     strategies = (classic, scaled.map(lambda drawn: bytes([drawn[0]]) + drawn[1]))
     rng = Random(seed)
     steered = _Guided(target, profile, Random(rng.getrandbits(64)), known) if PYTHON in target.features else None
+    if steered is not None and max_traces is not None:
+        steered.inputs = GUIDED_INPUTS  # turns of a count, not of seconds
     rounds = 0
-    while time.monotonic() < deadline:
+    while not spent():
         if steered is not None and rounds % 3 == 2:
             rounds += 1
+            before = steered.tried
             hit = steered.turn(min(GUIDED_TURN, deadline - time.monotonic()))
+            tried += steered.tried - before
             if hit is not None:
                 steered.record(reach)
                 return hit, tried
@@ -232,6 +243,8 @@ def explore(
 
 GUIDED_TURN = 3.0  # seconds of the coverage-guided search per turn (every third round of explore)
 GUIDED_SHRINK = 10.0  # seconds it may spend shrinking what it found
+GUIDED_INPUTS = 300  # inputs per turn under a count budget (--max-traces)
+GUIDED_SHRINK_INPUTS = 2000  # and inputs its shrinking may try
 
 
 class _Guided:
@@ -245,6 +258,7 @@ class _Guided:
         self.corpus = guided.Corpus(rng)
         self.tried = self.ops = 0
         self.seconds = 0.0
+        self.inputs: int | None = None  # a turn's count budget; None: a turn is timed
 
     def _judge(self, data: bytes) -> Divergence | None:
         trace = decode(data, self.profile, self.target.features)
@@ -258,6 +272,7 @@ class _Guided:
         """Search for ``seconds``; a shrunk divergence, or None."""
         started = time.monotonic()
         deadline = started + seconds
+        last = math.inf if self.inputs is None else self.tried + self.inputs
         try:
             if not self.corpus.inputs:  # seeds: a few inputs of each scope
                 for index in range(8):
@@ -266,7 +281,7 @@ class _Guided:
                     found = self._keep(bytes([first]) + self.rng.randbytes(size))
                     if found is not None:
                         return found
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and self.tried < last:
                 found = self._keep(self.corpus.next())
                 if found is not None:
                     return found
@@ -287,10 +302,15 @@ class _Guided:
         """Cut runs of bytes while the input still diverges (halving the run
         length when no cut works), for at most ``GUIDED_SHRINK`` seconds."""
         deadline = time.monotonic() + GUIDED_SHRINK
+        last = self.tried + GUIDED_SHRINK_INPUTS
+
+        def left() -> bool:
+            return time.monotonic() < deadline and (self.inputs is None or self.tried < last)
+
         best, chunk = data, max(len(data) // 2, 1)
-        while chunk >= 1 and time.monotonic() < deadline:
+        while chunk >= 1 and left():
             at, cut = 0, False
-            while at < len(best) and time.monotonic() < deadline:
+            while at < len(best) and left():
                 candidate = best[:at] + best[at + chunk :]
                 again = self._judge(candidate) if candidate else None
                 if again is not None:
@@ -302,7 +322,7 @@ class _Guided:
         return found
 
     def record(self, reach: Reach | None) -> None:
-        if reach is not None:
+        if reach is not None and self.tried:  # a run too short for a turn has no guided phase to report
             arcs = len(self.arcs.seen)
             reach.phase("guided", self.tried, self.seconds, self.ops, corpus=len(self.corpus.inputs), arcs=arcs)
 
@@ -310,22 +330,96 @@ class _Guided:
 def exhaust(
     target: Target,
     profile: str,
-    max_time: float,
+    max_time: float | None = None,
     known: frozenset[str] = frozenset(),
     reach: Reach | None = None,
 ) -> tuple[Divergence | None, exhaustive.Scope]:
     """Every trace of the small scope of ``generators.exhaustive`` (those the
-    target's features allow), for at most ``max_time`` seconds: the first
-    divergence (shortest first, so already small) and what was covered."""
+    target's features allow): the first divergence (shortest first, so
+    already small) and what was covered. The scope is a fixed count of
+    traces, so it completes on any machine; ``max_time`` (None: no cap) is
+    only for callers that must bound it."""
     scope = exhaustive.Scope()
-    deadline = time.monotonic() + max_time
+    deadline = math.inf if max_time is None else time.monotonic() + max_time
     for trace in exhaustive.traces(profile, scope=scope):
         if time.monotonic() > deadline:
             return None, scope
-        found = _judge(trace, target, reach)
+        # Every op's outcome, and the whole state after the last op only: the
+        # scope holds every prefix of each trace as a trace of its own, so the
+        # state after every op is still compared, once (a divergence is then
+        # replayed op by op, as compare does). A port process answers a third
+        # fewer requests.
+        found = _judge(trace, target, reach, every=max(len(trace.ops), 1))
         if found is not None and found.deviation not in known:
             return found, scope
     return None, scope
+
+
+@dataclass(frozen=True)
+class BackgroundFound:
+    """A background scenario the target's store ran in a way the background
+    spec does not allow, and the driver's report of how."""
+
+    scenario: Scenario
+    violation: str
+
+
+def background_fails(target: Target) -> Callable[[Scenario], str | None]:
+    """How a background scenario is judged: the violation's report, or None."""
+
+    def fails(scenario: Scenario) -> str | None:
+        try:
+            gated.run_scenario(target, scenario)
+        except gated.Violation as violation:
+            return str(violation)
+        return None
+
+    return fails
+
+
+def shrink_background(
+    found: BackgroundFound, target: Target, tries: int = shrink.TRIES, seconds: float = shrink.SECONDS
+) -> shrink.Shrunk[Scenario]:
+    """``found``'s scenario shrunk call by call, its writer schedule with it."""
+    return shrink.shrink_scenario(found.scenario, found.violation, background_fails(target), tries, seconds)
+
+
+def shrink_divergence(
+    divergence: Divergence,
+    target: Target,
+    known: frozenset[str] = frozenset(),
+    tries: int = shrink.TRIES,
+    seconds: float = shrink.SECONDS,
+) -> shrink.Shrunk[Trace]:
+    """``divergence``'s trace shrunk op by op (``drivers.shrink``): a
+    candidate counts when it diverges in the same class, a documented
+    deviation of the same name, or no deviation and none of ``known``."""
+    wanted = divergence.deviation
+
+    def fails(trace: Trace) -> Divergence | None:
+        try:
+            found = compare(trace, target)
+        except PortBroken:
+            return None
+        if found is None or found.deviation != wanted or (wanted is None and found.deviation in known):
+            return None
+        return found
+
+    def cut(trace: Trace, found: Divergence) -> Trace:
+        return replace(trace, ops=trace.ops[: found.step + 1])
+
+    full = replace(divergence.trace, ops=divergence.trace.ops[: divergence.step + 1])
+    if divergence.steps is not None:  # streamed from a vector: its ops up to the step are at hand
+        divergence = replace(divergence, steps=None)
+    if divergence.actual.startswith(BROKE):
+        # A port process that crashed, hung or answered garbage may have done so
+        # for its own history (its nth request), which a candidate run in the same
+        # process does not repeat: the trace it broke on is kept as it was.
+        return shrink.Shrunk(full, divergence, 0, "skipped")
+    return shrink.shrink_trace(full, divergence, fails, cut, tries, seconds)
+
+
+BROKE = "the port broke"  # how engine.compare words a port process that crashed, hung or broke the protocol
 
 
 def explore_background(
@@ -335,31 +429,40 @@ def explore_background(
     seed: int | None = None,
     progress: Callable[[int, float], None] | None = None,
     reach: Reach | None = None,
-) -> tuple[str | None, int]:
+    max_scenarios: int | None = None,
+) -> tuple[BackgroundFound | None, int]:
     """Search the target's background store for a schedule the background
     spec does not allow (the writer held at a gate, as the background fuzzer
-    does, with the same decoding); the shrunk violation's report, or None,
-    and how many scenarios were tried. Rounds alternate the fuzzer's scope
+    does, with the same decoding); the scenario that violated it with the
+    violation's report (Hypothesis-shrunk over bytes; ``shrink_background``
+    shrinks it further, call by call), or None, and how many scenarios were
+    tried. Rounds alternate the fuzzer's scope
     (bounds 1-3, short scenarios) and the scaled one
     (``scaled_background_scenario``: bounds up to 64, queues filled, faults
-    at any batch index, long scenarios)."""
+    at any batch index, long scenarios). ``max_scenarios``: a count budget,
+    ``max_time`` then only a cap."""
     assert target.background is not None and target.observe is not None
     started = time.monotonic()
     deadline = started + max_time
     tried = ops = 0
+    most = math.inf if max_scenarios is None else max_scenarios
+
+    def spent() -> bool:
+        return tried >= most or time.monotonic() > deadline
+
     scopes: tuple[Callable[[bytes, str], Scenario], ...] = (background_scenario, scaled_background_scenario)
     scope = scopes[0]
     # As in explore: past the deadline only inputs found to violate still do,
     # and a timing-dependent one that passes on a second run is reported as it failed.
-    failing: dict[bytes, str] = {}
+    failing: dict[bytes, BackgroundFound] = {}
 
     def violates(data: bytes) -> bool:
         nonlocal tried, ops
+        if spent():
+            return data in failing
         tried += 1
         if progress and tried % 50 == 0:
             progress(tried, max(deadline - time.monotonic(), 0.0))
-        if time.monotonic() > deadline:
-            return data in failing
         scenario = scope(data, profile)
         ops += len(scenario.ops)
         if reach is not None and isinstance(scenario.max_pending_batches, int):
@@ -367,7 +470,7 @@ def explore_background(
         try:
             gated.run_scenario(target, scenario)
         except gated.Violation as violation:
-            failing[data] = str(violation)
+            failing[data] = BackgroundFound(scenario, str(violation))
             return True
         return False
 
@@ -387,8 +490,8 @@ def explore_background(
     strategies = (st.binary(max_size=200), st.binary(min_size=1024, max_size=4096))
     rng = Random(seed)
     rounds = 0
-    found_report: str | None = None
-    while time.monotonic() < deadline:
+    found_report: BackgroundFound | None = None
+    while not spent():
         scope, strategy, config = scopes[rounds % 2], strategies[rounds % 2], configs[rounds % 2]
         rounds += 1
         failing.clear()

@@ -8,9 +8,11 @@ harnesses, the background driver's sequential part) judges a target with
 from __future__ import annotations
 
 import contextlib
+import os
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from auxspec.engine import traces
@@ -531,6 +533,8 @@ def check_step(
     except OddReturn as error:
         return Mismatch(show(want, None), str(error))
     except Exception as error:
+        if raised_by_verifier(error):
+            raise  # verify's own failure: reported as verify's, never as the port's divergence
         return Mismatch(show(want, None), f"unexpected {_exception_line(error)}")
     if want_snapshot is None:
         return None if got == want else Mismatch(show(want, None), show(got, None), got)
@@ -563,6 +567,22 @@ def check_step(
                 show(want, want_snapshot), show(got, got_snapshot), got, got_snapshot, want_snapshot, compared=True
             )
     return None
+
+
+# The spec's own code: an assertion failing here is a bug of verify, not of the port.
+_VERIFIER = tuple(str(Path(__file__).resolve().parents[1] / part) + os.sep for part in ("engine", "drivers", "models"))
+
+
+def raised_by_verifier(error: BaseException) -> bool:
+    """Whether ``error`` is one of the verifier's own assertions: a plain
+    ``AssertionError`` raised (deepest frame) in the engine, the drivers or
+    the model, caused by nothing the target raised. A port's own
+    assertion is raised in the port's code, and ``apply``'s assertion about
+    a port's error without a message has that error as its cause."""
+    if type(error) is not AssertionError or error.__cause__ is not None or error.__traceback__ is None:
+        return False
+    deepest = traceback.extract_tb(error.__traceback__)[-1].filename
+    return os.path.abspath(deepest).startswith(_VERIFIER)
 
 
 def _wrong_geometry(store: Any, trace: Trace) -> str | None:

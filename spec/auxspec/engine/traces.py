@@ -696,3 +696,129 @@ def printable(text: str, newlines: bool = False) -> str:
     """``text`` with what could control a terminal shown as escapes (but
     newlines, with ``newlines``)."""
     return text.translate(_UNPRINTABLE_BUT_NEWLINES if newlines else _UNPRINTABLE)
+
+
+# ------------------------------------------------------- background vectors
+# A background store's counterexample: the owner calls as op lines (without
+# expectations: at a call whose failure is still in flight the spec allows
+# more than one outcome, so the driver judges them against the model), with
+# the writer's schedule between them as {"writer": n} lines (the writer may
+# apply up to n more queued batches before the next call), so a replay holds
+# the writer where the run that failed held it. A separate format name: the
+# trace readers above refuse it with their header message, not a wrong replay.
+
+BACKGROUND_FORMAT = "auxspec-background-trace"
+BACKGROUND_VERSION = 1
+
+
+@dataclass(frozen=True)
+class BackgroundVector:
+    """A background scenario as a file holds it: ``steps`` are ops and, as
+    ints, the writer's releases; ``faults`` the inner calls (0-based) that
+    raise, with the exception's type name."""
+
+    name: str
+    description: str
+    profile: str
+    max_bytes: int
+    object_nbytes: int
+    max_pending_batches: Any
+    steps: tuple[Op | int, ...]
+    faults: tuple[tuple[int, str], ...] = ()
+    inner: str = "store"
+    ending: str = "close"
+
+
+def dumps_background(vector: BackgroundVector) -> str:
+    header = {
+        "format": BACKGROUND_FORMAT,
+        "version": BACKGROUND_VERSION,
+        "name": vector.name,
+        "description": vector.description,
+        "profile": vector.profile,
+        "max_bytes": vector.max_bytes,
+        "object_nbytes": vector.object_nbytes,
+        "max_pending_batches": vector.max_pending_batches,
+        "faults": [list(fault) for fault in vector.faults],
+        "inner": vector.inner,
+        "ending": vector.ending,
+    }
+    lines = [json.dumps(header)]
+    for step in vector.steps:
+        lines.append(json.dumps({"writer": step} if isinstance(step, int) else op_to_json(step)))
+    return "\n".join(lines) + "\n"
+
+
+def is_background(path: Path) -> bool:
+    """Whether the file at ``path`` starts with a background vector's header."""
+    try:
+        with path.open("rb") as stream:
+            first = next(lines_of(stream, str(path)), None)
+    except (OSError, TraceError):
+        return False
+    if first is None:
+        return False
+    try:
+        header = parse_json(first[1])
+    except (TraceError, ValueError):
+        return False
+    return isinstance(header, dict) and header.get("format") == BACKGROUND_FORMAT
+
+
+def load_background(path: Path) -> BackgroundVector:
+    """The background vector in the file at ``path``.
+
+    raises: TraceError"""
+    source = str(path)
+    try:
+        with path.open("rb") as stream:
+            lines = lines_of(stream, source)
+            first = next(lines, None)
+            if first is None:
+                raise TraceError(f"{source}:1: empty file, expected a header line")
+            header = _json_line(first[1], f"{source}:1")
+            where = f"{source}:1"
+            _want(
+                isinstance(header, dict) and header.get("format") == BACKGROUND_FORMAT, where, "not a background vector"
+            )
+            _want(header.get("version") == BACKGROUND_VERSION and type(header.get("version")) is int, where, "version")
+            _want(header.get("profile") in PROFILES, where, f"profile must be one of {', '.join(PROFILES)}")
+            for size in ("max_bytes", "object_nbytes"):
+                _want(type(header.get(size)) is int and header[size] > 0, where, f"{size} must be a positive integer")
+            _want(
+                not isinstance(header.get("max_pending_batches"), (list, dict)), where, "max_pending_batches: a scalar"
+            )
+            faults = header.get("faults", [])
+            _want(
+                isinstance(faults, list)
+                and all(
+                    isinstance(f, list) and len(f) == 2 and type(f[0]) is int and isinstance(f[1], str) for f in faults
+                ),
+                where,
+                "faults must be [inner call, exception type] pairs",
+            )
+            steps: list[Op | int] = []
+            for number, raw in lines:
+                if not raw.strip():
+                    continue
+                line = _json_line(raw, f"{source}:{number}")
+                if isinstance(line, dict) and "writer" in line and "op" not in line:
+                    count = line["writer"]
+                    _want(type(count) is int and count > 0, f"{source}:{number}", "writer needs a positive count")
+                    steps.append(count)
+                else:
+                    steps.append(op_from_json(line, f"{source}:{number}"))
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read: {error}") from None
+    return BackgroundVector(
+        printable(str(header.get("name", ""))),
+        printable(str(header.get("description", ""))),
+        header["profile"],
+        header["max_bytes"],
+        header["object_nbytes"],
+        header.get("max_pending_batches"),
+        tuple(steps),
+        tuple((index, name) for index, name in faults),
+        str(header.get("inner", "store")),
+        str(header.get("ending", "close")),
+    )

@@ -29,6 +29,7 @@ from auxspec.engine.ops import (
     Stats,
 )
 from auxspec.engine.table import kind_of
+from auxspec.engine.traces import BackgroundVector
 from auxspec.models.background import ENDINGS, BgState, OwnerCall, inner_calls_to_drain, put, writer_step
 from auxspec.models.sequential import Ok
 
@@ -114,6 +115,7 @@ FAULT_TYPES: tuple[Callable[[], BaseException], ...] = (
     lambda: ValueError("injected: arbitrary"),
     lambda: KeyboardInterrupt(),
 )
+FAULT_NAMES = ("MemoryError", "OSError", "ValueError", "KeyboardInterrupt")  # FAULT_TYPES' names, in a vector
 
 
 def scenarios(
@@ -345,3 +347,53 @@ def scaled_background_scenario(data: bytes, profile: str = "strict") -> Scenario
     # Plain int sizes (not yet int subclasses); keys as decoded, so str subclass
     # keys (ops.KeyStr) reach the background store, which takes them by value too.
     return Scenario(profile, int(max_bytes), int(nbytes), bound, tuple(ops), faults, ending=ending)
+
+
+# ------------------------------------------------------ as a vector file
+
+
+def scenario_vector(scenario: Scenario, name: str, description: str = "") -> BackgroundVector:
+    """``scenario`` as a background vector (``engine.traces``): the owner
+    calls, the writer's releases between them and the injected faults by
+    name, so a replay holds the writer where this run did."""
+    faults = []
+    for index, make in scenario.faults:
+        known = [number for number, fault in enumerate(FAULT_TYPES) if fault is make]
+        if not known:
+            raise ValueError(f"a fault of no FAULT_TYPES entry cannot be written: {make!r}")
+        faults.append((index, FAULT_NAMES[known[0]]))
+    steps = tuple(step.batches if isinstance(step, Release) else step for step in scenario.ops)
+    return BackgroundVector(
+        name,
+        description,
+        scenario.profile,
+        scenario.max_bytes,
+        scenario.object_nbytes,
+        scenario.max_pending_batches,
+        steps,
+        tuple(faults),
+        scenario.inner,
+        scenario.ending,
+    )
+
+
+def vector_scenario(vector: BackgroundVector) -> Scenario:
+    """The scenario a background vector holds.
+
+    raises: ValueError (an unknown fault or ending)"""
+    faults = []
+    for index, fault in vector.faults:
+        if fault not in FAULT_NAMES:
+            raise ValueError(f"unknown injected fault {fault!r} (known: {', '.join(FAULT_NAMES)})")
+        faults.append((index, FAULT_TYPES[FAULT_NAMES.index(fault)]))
+    ops = tuple(Release(step) if isinstance(step, int) else step for step in vector.steps)
+    return Scenario(
+        vector.profile,
+        vector.max_bytes,
+        vector.object_nbytes,
+        vector.max_pending_batches,
+        ops,
+        tuple(faults),
+        vector.inner,
+        vector.ending,
+    )
