@@ -752,7 +752,7 @@ def dumps_background(vector: BackgroundVector) -> str:
 def is_background(path: Path) -> bool:
     """Whether the file at ``path`` starts with a background vector's header."""
     try:
-        with path.open("rb") as stream:
+        with open_file(path) as stream:  # a FIFO with no writer reads as empty
             first = next(lines_of(stream, str(path)), None)
     except (OSError, TraceError):
         return False
@@ -771,7 +771,7 @@ def load_background(path: Path) -> BackgroundVector:
     raises: TraceError"""
     source = str(path)
     try:
-        with path.open("rb") as stream:
+        with open_file(path) as stream:  # a FIFO with no writer reads as empty
             lines = lines_of(stream, source)
             first = next(lines, None)
             if first is None:
