@@ -119,10 +119,10 @@ class Reentry:
         if self.accepted:
             Reentry.unrefused[id(self._op)] = self._op
             inner = {"put": "put([])", "get": "get_concatenated([])", "close": "close()"}[self._name]
+            # Short enough for one report line (160 characters) with the call names at their longest.
             raise OddReturn(
-                f"{inner}, called from a key iterable while {self._outer}() ran on the same store, "
-                "returned instead of being refused (strict: a call from inside a call raises ReentrantCallError "
-                "and changes nothing; docs/semantics.md section 12, 'Calls from inside calls are refused')"
+                f"{inner} from caller code inside {self._outer}() returned instead of being refused "
+                "(ReentrantCallError: semantics.md section 12)"
             )
 
 
