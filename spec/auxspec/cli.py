@@ -393,6 +393,7 @@ def _phases(
     if code := _large_stores(args, target, report, reach, frozenset(deviations), say):
         return code
     _say_reach(reach, say)
+    say(reach.domain.line(args.profile, target.features))
     if deviations:
         return _deviates(args, report, deviations, say, target)
     if background and (

@@ -36,7 +36,21 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from auxspec.engine.compare import apply
-from auxspec.engine.ops import CORE, OBSERVE, READ_INTO, STATS, Close, Features, Get, Op, Put, ReadInto, plain_key
+from auxspec.engine.ops import (
+    CORE,
+    OBSERVE,
+    READ_INTO,
+    STATS,
+    Close,
+    Features,
+    Get,
+    Op,
+    Put,
+    ReadInto,
+    SpelledFloat,
+    SpelledInt,
+    plain_key,
+)
 from auxspec.engine.table import BY_NAME, STATS_FIELDS
 from auxspec.engine.target import Observe, PortBroken, Target, load_target
 from auxspec.engine.traces import (
@@ -337,7 +351,7 @@ class PortProcess:
     def _exchange(self, body: dict[str, Any], unsupported: bool = False, any_error: bool = False) -> dict[str, Any]:
         request_id = self.next_id
         self.next_id += 1
-        line = json.dumps({"id": request_id, **body})
+        line = request_line({"id": request_id, **body})
         shown = line if len(line) <= 300 else line[:300] + "..."
         timeout = self.op_timeout if request_id > 1 else max(self.op_timeout, START_TIMEOUT)
         self._waiting = timeout  # for the messages
@@ -474,6 +488,19 @@ class PortProcess:
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
+
+
+def request_line(request: dict[str, Any]) -> str:
+    """``request`` as one JSON line; a size spelled for the protocol
+    (``ops.SpelledInt``, ``ops.SpelledFloat``: ``-0``, ``1E0``, ``4.0``)
+    goes as that spelling, which ``json.dumps`` would normalise."""
+    spelled = {name: value.json for name, value in request.items() if isinstance(value, (SpelledInt, SpelledFloat))}
+    if not spelled:
+        return json.dumps(request)
+    line = json.dumps({name: f"\0{name}" if name in spelled else value for name, value in request.items()})
+    for name, text in spelled.items():
+        line = line.replace(json.dumps(f"\0{name}"), text, 1)
+    return line
 
 
 def _show(line: bytes) -> str:

@@ -39,6 +39,7 @@ from auxspec.drivers.protocol import process_target
 from auxspec.engine import traces
 from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.compare import Divergence, compare, compare_stream
+from auxspec.engine.domain import SIZE_SWEEP, Domain
 from auxspec.engine.fields import Batch, Key, Keys
 from auxspec.engine.ops import PYTHON, Bad, Trace
 from auxspec.engine.table import kind_of
@@ -66,9 +67,11 @@ class Reach:
     queue: int = 0  # the largest max_pending_batches of a background scenario
     ops_run: int = 0  # ops of every trace recorded, for the ops/s figures
     phases: dict[str, dict[str, float]] = field(default_factory=dict)
+    domain: Domain = field(default_factory=Domain)  # the input classes the traces held (engine.domain)
 
     def trace(self, trace: Trace) -> None:
         """Record what a trace reaches without running it."""
+        self.domain.trace(trace)
         if not (isinstance(trace.max_bytes, int) and isinstance(trace.object_nbytes, int)) or trace.object_nbytes < 1:
             return
         slots = trace.max_bytes // trace.object_nbytes
@@ -115,7 +118,7 @@ class Reach:
         shown["keys_over_slots"] = round(self.keys_over_slots, 2)
         if self.queue:
             shown["queue"] = self.queue
-        return {**shown, "phases": self.phases, "not_reached": self.short_of()}
+        return {**shown, "phases": self.phases, "not_reached": self.short_of(), "domain": self.domain.as_json()}
 
 
 def _judge(trace: Trace, target: Target, reach: Reach | None, every: int = 1) -> Divergence | None:
@@ -204,6 +207,9 @@ def explore(
     classic = st.binary(min_size=4, max_size=256)
     scaled = st.tuples(st.integers(SCALED, SPECIAL_SIZES - 1), st.binary(min_size=256, max_size=4096))
     strategies = (classic, scaled.map(lambda drawn: bytes([drawn[0]]) + drawn[1]))
+    for data in SIZE_SWEEP:  # every class of store sizes once, not left to the draw
+        if diverges(data):
+            return failing[data], tried
     rng = Random(seed)
     steered = _Guided(target, profile, Random(rng.getrandbits(64)), known) if PYTHON in target.features else None
     if steered is not None and max_traces is not None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from auxspec.engine.ops import REENTRANT_FORMS, Bad, Objects, ObjectValue
+from auxspec.engine.ops import PAYLOAD_UNIT, REENTRANT_FORMS, Bad, Objects, ObjectValue, PayloadValue
 from auxstore import BlockObject
 
 
@@ -149,13 +149,88 @@ class Call:
     after: Callable[[], None] | None = None
 
 
-def batch(objects: Objects, form: str, reentry: Reentry | None = None) -> Call:
-    """The objects of a put as the caller of ``form`` passes them."""
-    if form == "list" and not isinstance(objects, Bad) and not any(isinstance(obj, Bad) for obj in objects):
+def batch(objects: Objects, form: str, reentry: Reentry | None = None, payloads: str = "bytes") -> Call:
+    """The objects of a put as the caller of ``form`` passes them, their
+    payloads of kind ``payloads`` (``ops.PAYLOAD_KINDS``)."""
+    if isinstance(objects, Bad):
+        return Call(passed(objects, form, reentry))
+    if form == "list" and payloads == "bytes" and not any(isinstance(obj, Bad) for obj in objects):
         # The common case, kept cheap for the fuzzers.
         return Call([BlockObject(key, payload) for key, payload in objects])  # type: ignore[arg-type, misc]
-    made = [] if isinstance(objects, Bad) else [_object(obj, form) for obj in objects]
-    return Call(passed(objects if isinstance(objects, Bad) else tuple(made), form, reentry), _scribble(made, form))
+    if payloads != "bytes":
+        kinds = PayloadMaker(payloads, objects)
+        made = [_Shapeless() if isinstance(obj, Bad) else _holding(obj[0], kinds.make(obj[1]), form) for obj in objects]
+        return Call(passed(tuple(made), form, reentry), kinds.after)
+    made = [_object(obj, form) for obj in objects]
+    return Call(passed(tuple(made), form, reentry), _scribble(made, form))
+
+
+def _holding(key: Any, payload: Any, form: str) -> Any:
+    """A batch object holding a made payload: a ``BlockObject`` (lists and
+    tuples), a plain object (one-pass generators)."""
+    return BlockObject(key, payload) if form in ("list", "tuple") else _Loose(key, payload)
+
+
+_PAYLOAD_PAD = b"\xaa\xbb\xcc"  # the bytes around an offset view: a store that copies its base object gets them
+
+
+class PayloadMaker:
+    """The payloads of one put, of one kind (``ops.PAYLOAD_KINDS``), and what
+    the caller does to them once the call has returned (``after``). A
+    payload whose size is not whole items of the kind (a wrong-length one)
+    and a None payload go as they are."""
+
+    def __init__(self, kind: str, objects: tuple[ObjectValue, ...]) -> None:
+        self.kind = kind
+        self._changed: list[bytearray] = []  # the caller's buffers it overwrites afterwards
+        self._shared: memoryview | None = None
+        if kind == "shared":
+            sizes = [len(obj[1]) for obj in objects if not isinstance(obj, Bad) and obj[1] is not None]
+            whole = bytearray(sum(sizes))
+            self._changed.append(whole)
+            self._shared = memoryview(whole)
+
+    def make(self, payload: PayloadValue) -> Any:
+        if payload is None:
+            return None
+        kind = self.kind
+        if len(payload) % PAYLOAD_UNIT.get(kind, 1):
+            return payload
+        if kind == "bytearray":
+            return bytearray(payload)
+        if kind == "view":
+            return memoryview(bytes(payload))
+        if kind == "offset":
+            whole = bytearray(_PAYLOAD_PAD + payload + _PAYLOAD_PAD)
+            return memoryview(whole)[len(_PAYLOAD_PAD) : len(_PAYLOAD_PAD) + len(payload)]
+        if kind == "readonly":
+            return memoryview(bytearray(payload)).toreadonly()
+        if kind.startswith("array-"):
+            return array(kind[-1], payload)
+        if kind == "cast-Q":
+            return memoryview(bytearray(payload)).cast("Q")
+        if kind == "changed":
+            mine = bytearray(payload)
+            self._changed.append(mine)
+            return memoryview(mine)
+        if kind == "shared":
+            assert self._shared is not None
+            part, self._shared = self._shared[: len(payload)], self._shared[len(payload) :]
+            part[:] = payload
+            return part
+        if kind == "strided":
+            every_other = bytearray(2 * len(payload))
+            every_other[::2] = payload
+            return memoryview(every_other)[::2]
+        if kind == "str":
+            return payload.decode("latin-1")
+        raise ValueError(f"unknown payload kind {kind!r}")
+
+    def after(self) -> None:
+        """Overwrite the caller's buffers the kind says it reuses: a store that
+        kept a view instead of a copy now holds other bytes."""
+        for mine in self._changed:
+            mine[:] = b"\xee" * len(mine)
 
 
 def _object(value: ObjectValue, form: str) -> Any:

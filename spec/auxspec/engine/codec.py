@@ -20,7 +20,7 @@ from functools import cache, partial
 from operator import length_hint
 from typing import Any
 
-from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys, Shape
+from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys, Payloads, Shape, payloads_fit
 from auxspec.engine.ops import (
     ALL,
     BAD_BUFFERS,
@@ -28,10 +28,12 @@ from auxspec.engine.ops import (
     BAD_OBJECT,
     BUFFER_SHAPES,
     FORMS,
+    PAYLOAD_KINDS,
     PYTHON,
     REENTRANT_FORMS,
     SHAPE_UNIT,
     UNDEFINED,
+    UPSTREAM_PAYLOADS,
     Bad,
     Features,
     KeyStr,
@@ -41,6 +43,7 @@ from auxspec.engine.ops import (
     SizeInt,
     SizeValue,
     Trace,
+    spelled,
 )
 from auxspec.engine.table import BY_NAME, TABLE, OpKind, kind_of
 
@@ -73,6 +76,19 @@ BIG = 4096  # an object size at which auxstore copies objects one by one
 SPECIAL_SIZES = 240
 BAD_SIZES: tuple[tuple[SizeValue, SizeValue], ...] = ((8, 0), (1, 2), (-1, 1), (0, 0))
 NON_INT_SIZES: tuple[tuple[SizeValue, SizeValue], ...] = ((8, 2.5), ("8", 2), (None, 1), (True, 1))
+# Stores that cannot be built either, in the number forms docs/protocol.md
+# gives a rule for (a port is sent each as spelled): integers past 2**63
+# and 2**64 (max_bytes below object_nbytes: a port that keeps sizes in 64
+# bits, wrapping, builds a store), -0 (the integer 0); then, under strict
+# only, 1E0 and 4.0 (not integers, whatever their value).
+SPELLED_SIZES: tuple[tuple[SizeValue, SizeValue], ...] = (
+    (2**64 + 16, 2**65 + 8),
+    (2**63 + 2, 2**63 + 3),
+    (8, spelled("-0")),
+    (8, spelled("1E0")),
+    (spelled("4.0"), 2),
+)
+_SPELLED_VALID = 2  # plain ints, defined under upstream too (a size of an int subclass is strict only)
 
 # What the low five bits of an op byte pick: a row, or a group of rows.
 _SLOTS: list[tuple[OpKind, ...]] = []
@@ -108,6 +124,8 @@ class _Reading:
     buffer_shape: str = "plain"  # the last buffer's shape (ops.BUFFER_SHAPES)
     retained: list[KeyValue] = field(default_factory=list)  # scaled: retained since the last echo
     iter_form: str = "iter"  # what the iter form stands for: "iter" or one of REENTRANT_FORMS
+    payload_kinds: tuple[str, ...] = ()  # scaled, Python targets: the kinds a put's payloads may be
+    payloads: str = "bytes"  # the last batch's payload kind (ops.PAYLOAD_KINDS)
 
 
 def decode(data: bytes, profile: str = "strict", features: Features = ALL) -> Trace:
@@ -129,6 +147,10 @@ def decode(data: bytes, profile: str = "strict", features: Features = ALL) -> Tr
     selector = src.next()
     if selector >= SPECIAL_SIZES + 8:
         sizes = (BAD_SIZES + NON_INT_SIZES)[selector % 8] if invalid else BAD_SIZES[selector % 4]
+        spelling = src.next()  # nothing followed a store that cannot be built: this byte changes no other trace
+        if spelling >= 128:
+            table = SPELLED_SIZES if invalid else SPELLED_SIZES[:_SPELLED_VALID]
+            sizes = table[spelling % len(table)]
         return Trace(profile, sizes[0], sizes[1])
     if SCALED <= selector < SPECIAL_SIZES:
         return _scaled(src, selector, profile, features, invalid, python)
@@ -205,6 +227,9 @@ READ_SCALE = 4  # and a read's keys, in such a trace, four times that again (up 
 # buffer shape's item size.
 MOST_BUFFER = (1 << 20) // 8 * 8
 KEY_STYLES = ("short", "long", "non-ascii", "look-alike", "spaced", "mixed")
+# Key lengths (code points) where a port's fixed-size field or hash buffer
+# would end: the "long" style's every third key has one of them.
+LIMIT_LENGTHS = (255, 256, 257, 1024, 4097, 65536)
 _ALL_BYTES = bytes(range(256)) * 2
 
 
@@ -248,6 +273,9 @@ def _scaled(src: _Bytes, selector: int, profile: str, features: Features, invali
     reading.scale = 1 << (mask >> 6 & 3)  # lists up to 1, 2, 4 or 8 times the classic lengths
     reading.pattern = style // len(KEY_STYLES) % 3
     reading.larger = True
+    if python:
+        allowed = PAYLOAD_KINDS if profile == "strict" else UPSTREAM_PAYLOADS
+        reading.payload_kinds = tuple(kind for kind in allowed if payloads_fit(object_nbytes, kind))
     sizes: tuple[int, int] = (max_bytes, object_nbytes)
     if extra % 2:
         sizes = (SizeInt(max_bytes), SizeInt(object_nbytes))
@@ -300,13 +328,26 @@ def _key_table(style: str, pool: int, invalid: bool, key_str: bool = False) -> t
 def _key_of(style: str, index: int) -> str:
     if style == "mixed":
         style = KEY_STYLES[index % (len(KEY_STYLES) - 1)]
-    if style == "long":  # long, sharing a long prefix: only the end tells them apart
-        return "aux/" + "layer-0/" * 24 + f"block-{index:04d}"
+    if style == "long":
+        if index % 3 == 2:  # a length at a power of two or one off it; only the end tells them apart
+            length, tail = LIMIT_LENGTHS[index // 3 % len(LIMIT_LENGTHS)], f"/{index}"
+            return "x" * (length - len(tail)) + tail
+        return "aux/" + "layer-0/" * 24 + f"block-{index:04d}"  # long, sharing a long prefix
     if style == "non-ascii":
-        return f"ключ-{index}-é🔑"
+        # Mixed; then pairs that differ only in an astral character, only in
+        # a lone surrogate (as JSON's "\ud800" gives one), BMP only.
+        pair, other = index // 8, index // 4 % 2
+        return (
+            f"ключ-{index}-é🔑",
+            f"{chr(0x1F511 + other)}{pair}\U00010348",
+            f"k{pair}" + ("\ud800", "\udfff")[other],
+            f"鍵{index}",
+        )[index % 4]
     if style == "look-alike":  # pairs that look the same: NFC and NFD, a zero-width joiner
         return ("\u00e9" if index % 2 else "e\u0301") + ("\u200d" * (index // 2 % 2)) + str(index // 4)
-    if style == "spaced":  # the empty key, and keys that differ only in white space
+    if style == "spaced":  # the empty key, keys that differ only in white space, NUL and control characters
+        if index % 5 == 4:  # pairs that differ only in their control characters, NUL in one
+            return f"k\x00{index // 10}" if index // 5 % 2 else f"k\x1b{index // 10}\x7f"
         return "" if index == 0 else " " * (index % 3) + f"k{index // 3}" + "\t" * (index // 3 % 2)
     return f"k{index}"
 
@@ -351,7 +392,13 @@ def _read_batch(kind: Batch, r: _Reading) -> Any:
         return Bad(BAD_LISTS[(byte - 250) % len(BAD_LISTS)])
     found: list[Any] = []
     names, read = r.names, r.src.next
-    for _ in range(byte % (kind.most * r.scale + 1)):
+    most = kind.most * r.scale
+    if r.payload_kinds:
+        # Scaled, Python targets: the count byte's quotient (no byte more read)
+        # picks the payloads' kind, plain bytes half the time.
+        quotient = byte // (most + 1)
+        r.payloads = r.payload_kinds[(quotient // 2) % len(r.payload_kinds)] if quotient % 2 else "bytes"
+    for _ in range(byte % (most + 1)):
         key_byte = read()
         if key_byte == 254 and r.invalid and r.python:
             found.append(Bad(BAD_OBJECT))
@@ -398,6 +445,11 @@ def _read_buffer(kind: Buffer, r: _Reading) -> int | Bad:
 _SHAPE_BY_NIBBLE = tuple(BUFFER_SHAPES[index % len(BUFFER_SHAPES)] for index in range(16))
 
 
+def _read_payloads(kind: Payloads, r: _Reading) -> str:
+    payloads, r.payloads = r.payloads, "bytes"  # the batch's count byte said it; a put without a batch: bytes
+    return payloads
+
+
 def _read_flag(kind: Flag, r: _Reading) -> bool:
     return r.invalid and r.shape == 0  # the buffer's shape byte says read-only
 
@@ -413,6 +465,7 @@ _READERS: dict[type, Callable[[Any, _Reading], Any]] = {
     Buffer: _read_buffer,
     Flag: _read_flag,
     Shape: _read_shape,
+    Payloads: _read_payloads,
 }
 
 
@@ -561,6 +614,10 @@ def _write_shape(kind: Shape, value: str, op: Any, w: _Writing) -> None:
     _want(value == "plain")  # the classic scope passes only the form's buffer
 
 
+def _write_payloads(kind: Payloads, value: str, op: Any, w: _Writing) -> None:
+    _want(value == "bytes")  # the classic scope passes only the form's payloads
+
+
 _WRITERS: dict[type, Callable[[Any, Any, Any, _Writing], None]] = {
     Key: _write_key,
     Keys: _write_keys,
@@ -568,4 +625,5 @@ _WRITERS: dict[type, Callable[[Any, Any, Any, _Writing], None]] = {
     Buffer: _write_buffer,
     Flag: _write_flag,
     Shape: _write_shape,
+    Payloads: _write_payloads,
 }

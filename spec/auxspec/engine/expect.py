@@ -77,7 +77,7 @@ def expected_outcomes(trace: Trace) -> Iterator[tuple[Outcome, Snapshot]]:
 
 def background_batch(op: Put) -> bg.Batch:
     """The batch a put queues, as the background model holds it."""
-    return bg.Batch(model_items(op.objects), model_keys(op.retain), model_keys(op.release))
+    return bg.Batch(model_items(op.objects, op.payloads), model_keys(op.retain), model_keys(op.release))
 
 
 def background_step(state: bg.BgState, op: Op) -> tuple[bg.BgState, bg.BgOutcome]:

@@ -12,7 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from auxspec.engine.ops import SHAPE_UNIT, Bad, KeyList, KeyValue, Objects, ObjectValue, PayloadValue
+from auxspec.engine.ops import (
+    PAYLOAD_UNIT,
+    REFUSED_PAYLOADS,
+    SHAPE_UNIT,
+    Bad,
+    KeyList,
+    KeyValue,
+    Objects,
+    ObjectValue,
+    PayloadValue,
+)
 from auxspec.models import sequential as model
 from auxspec.models.sequential import Invalid
 
@@ -62,7 +72,14 @@ class Shape:
     a buffer is counted in bytes and written from its own start."""
 
 
-FieldKind = Key | Keys | Batch | Buffer | Flag | Form | Shape
+@dataclass(frozen=True)
+class Payloads:
+    """What kind of buffer a Python caller passes a put's payloads in
+    (``ops.PAYLOAD_KINDS``; "bytes" is the form's). Never changes the
+    outcome (each payload is taken as its bytes), but "str", refused."""
+
+
+FieldKind = Key | Keys | Batch | Buffer | Flag | Form | Shape | Payloads
 
 
 @dataclass(frozen=True)
@@ -93,15 +110,20 @@ def model_keys(values: KeyList) -> tuple[model.KeyArg, ...]:
     return _BAD_KEY if isinstance(values, Bad) else tuple(map(model_key, values))
 
 
-def _model_item(value: ObjectValue) -> model.Item:
+def _model_item(value: ObjectValue, refused: bool = False) -> model.Item:
     if isinstance(value, Bad):
         return _BAD_ITEM
     key, payload = value
-    return model_key(key), payload if isinstance(payload, bytes) else Invalid("payload")
+    return model_key(key), payload if isinstance(payload, bytes) and not refused else Invalid("payload")
 
 
-def model_items(objects: Objects) -> tuple[model.Item, ...]:
-    return (_BAD_ITEM,) if isinstance(objects, Bad) else tuple(map(_model_item, objects))
+def model_items(objects: Objects, payloads: str = "bytes") -> tuple[model.Item, ...]:
+    """The batch as the model takes it; ``payloads`` (``ops.PAYLOAD_KINDS``):
+    a refused kind makes every payload invalid, the others are their bytes."""
+    if isinstance(objects, Bad):
+        return (_BAD_ITEM,)
+    refused = payloads in REFUSED_PAYLOADS
+    return tuple(_model_item(value, refused) for value in objects)
 
 
 def model_buffer(buffer: int | Bad, readonly: bool) -> int | Invalid:
@@ -127,7 +149,14 @@ def python_only(kind: FieldKind, value: Any) -> bool:
         has_bad(kind, value)
         or (isinstance(kind, Form) and value != "list")
         or (isinstance(kind, Shape) and value != "plain")
+        or (isinstance(kind, Payloads) and value != "bytes")
     )
+
+
+def payloads_fit(object_nbytes: int, payloads: str) -> bool:
+    """Whether payloads of ``object_nbytes`` bytes can be of kind ``payloads``
+    (whole items of its item size)."""
+    return object_nbytes % PAYLOAD_UNIT.get(payloads, 1) == 0
 
 
 def shape_fits(size: int | Bad, shape: str) -> bool:

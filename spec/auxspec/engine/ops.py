@@ -4,7 +4,8 @@ A trace is a store's parameters plus a list of ops. Values inside ops are the
 Python values a caller would pass, invalid ones included: a key is a ``str``
 (or an ``int``, which is invalid; or a ``KeyStr``, a ``str`` subclass that
 counts as its plain value, as every ``str`` subclass key does), a payload is
-``bytes`` (or ``None``, invalid), a read buffer is a size and whether it is
+``bytes`` (or ``None``, invalid; a put's ``payloads`` says what kind of
+buffer a Python caller passes them in, ``PAYLOAD_KINDS``), a read buffer is a size and whether it is
 read-only. ``Bad`` stands where a whole key list, batch, object or buffer
 has the wrong shape (a ``str``, empty or not, or empty ``bytes`` given as a
 key list, an object without ``key`` and ``payload``, a buffer that is not
@@ -94,6 +95,34 @@ BUFFER_SHAPES = (
 # How many bytes one step of a shape's size is (its items', or its rows' count).
 SHAPE_UNIT = {"array-H": 2, "array-I": 4, "array-d": 8, "cast-I": 4, "cast-Q": 8, "2d": 2, "ctypes-I": 4}
 
+# What kind of object a put's payloads are (``Put.payloads``), beyond the
+# form's own ("bytes"; semantics.md section 11: any buffer but ``str``,
+# taken as its bytes when the call is made). Every payload of the put is
+# of that kind; the spec takes each as its bytes, so the kind never changes
+# the outcome, except "str", which is refused (strict only).
+PAYLOAD_KINDS = (
+    "bytes",  # the form's own: bytes (list), a bytearray changed afterwards (tuple), a replaced attribute (iter)
+    "bytearray",  # a bytearray
+    "view",  # a memoryview of a bytes object
+    "offset",  # a memoryview slice 3 bytes into a larger bytearray, other bytes around it
+    "readonly",  # a read-only memoryview of a bytearray
+    "array-H",  # array.array('H'): 2-byte items
+    "array-I",  # array.array('I'): 4-byte items
+    "array-d",  # array.array('d'): 8-byte items
+    "cast-Q",  # memoryview(bytearray).cast('Q'): 8-byte items
+    "changed",  # a memoryview of a bytearray the caller overwrites once the call returns
+    "shared",  # every payload a slice of one bytearray, overwritten once the call returns
+    "strided",  # a memoryview that is not C-contiguous (every other byte of a larger bytearray); strict only
+    "str",  # a str of object_nbytes characters: refused (strict only)
+)
+# How many bytes one item of a payload kind is: its payload size is a multiple of it.
+PAYLOAD_UNIT = {"array-H": 2, "array-I": 4, "array-d": 8, "cast-Q": 8}
+# The kinds vLLM's module takes (it copies a payload by slice assignment into
+# its mmap, which takes any C-contiguous buffer of the right size): the
+# others are undefined under ``upstream`` and never generated there.
+UPSTREAM_PAYLOADS = tuple(kind for kind in PAYLOAD_KINDS if kind not in ("strided", "str"))
+REFUSED_PAYLOADS = ("str",)
+
 
 @dataclass(frozen=True)
 class Put:
@@ -101,6 +130,7 @@ class Put:
     retain: KeyList = ()
     release: KeyList = ()
     form: str = "list"
+    payloads: str = "bytes"  # one of PAYLOAD_KINDS: the kind of every payload of the batch
     name: ClassVar[str] = "put"
 
 
@@ -174,6 +204,36 @@ class SizeInt(int):
 
     def __repr__(self) -> str:
         return f"SizeInt({int(self)})"
+
+
+class SpelledInt(SizeInt):
+    """A size a port behind the process protocol is sent spelled as ``json``
+    (``-0``; docs/protocol.md, "Sizes"): its value is the int it spells,
+    which is what a Python store is given and the model sees."""
+
+    json: str
+
+    def __repr__(self) -> str:
+        return self.json
+
+
+class SpelledFloat(float):
+    """A size a port is sent spelled as ``json`` (``1E0``, ``4.0``): JSON
+    numbers that are not integers, whatever their value; a Python store is
+    given the float, which is not a size either."""
+
+    json: str
+
+    def __repr__(self) -> str:
+        return self.json
+
+
+def spelled(text: str) -> SpelledInt | SpelledFloat:
+    """The size ``text`` spells as a JSON number, keeping that spelling."""
+    is_int = text.lstrip("-").isdigit()
+    value: SpelledInt | SpelledFloat = SpelledInt(int(text)) if is_int else SpelledFloat(float(text))
+    value.json = text
+    return value
 
 
 class KeyStr(str):

@@ -26,6 +26,7 @@ from auxspec.engine.fields import (
     Form,
     Key,
     Keys,
+    Payloads,
     Shape,
     model_buffer,
     model_items,
@@ -92,7 +93,7 @@ class OpKind:
 
 def _put(store: Any, op: Put) -> None:
     reentry = calls.Reentry.of(op, store, "put")
-    call = calls.batch(op.objects, op.form, reentry)
+    call = calls.batch(op.objects, op.form, reentry, op.payloads)
     try:
         store.put(
             call.objects,
@@ -166,6 +167,14 @@ def _none(call: Callable[[], object]) -> None:
     call()
 
 
+def _show_put(op: Put) -> str:
+    pins = "".join(
+        f", {name}={_show(Keys(2), keys)}" for name, keys in (("retain", op.retain), ("release", op.release)) if keys
+    )
+    kind = f" with payloads as {op.payloads}" if op.payloads != "bytes" else ""
+    return f"put({_show(Batch(3), op.objects)}{pins}){_form(op)}{kind}"
+
+
 def _form(op: Any) -> str:
     return f" as {op.form}" if op.form != "list" else ""
 
@@ -180,18 +189,11 @@ TABLE: tuple[OpKind, ...] = (
             Field("retain", Keys(2, "retain")),
             Field("release", Keys(2, "release")),
             Field("form", Form()),
+            Field("payloads", Payloads()),
         ),
-        lambda m, s, op: m.put(s, model_items(op.objects), _keys(op.retain), _keys(op.release)),
+        lambda m, s, op: m.put(s, model_items(op.objects, op.payloads), _keys(op.retain), _keys(op.release)),
         _put,
-        lambda op: "put({}{}){}".format(
-            _show(Batch(3), op.objects),
-            "".join(
-                f", {name}={_show(Keys(2), keys)}"
-                for name, keys in (("retain", op.retain), ("release", op.release))
-                if keys
-            ),
-            _form(op),
-        ),
+        _show_put,
         OwnerCall.PUT,
         slots=17,
         one_pass_upstream=True,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 from auxspec.engine.expect import expected_new, expected_outcomes
-from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys, Shape, shape_fits
+from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys, Payloads, Shape, shape_fits
 from auxspec.engine.ops import (
     BAD_BUFFERS,
     BAD_LISTS,
@@ -28,6 +28,7 @@ from auxspec.engine.ops import (
     BUFFER_SHAPES,
     CORE,
     FORMS,
+    PAYLOAD_KINDS,
     Bad,
     KeyList,
     KeyValue,
@@ -100,7 +101,11 @@ def op_to_json(op: Op) -> dict[str, Any]:
     body: dict[str, Any] = {"op": op.name}
     for f in kind_of(op).fields:
         value = getattr(op, f.name)
-        if not ((isinstance(f.kind, Form) and value == "list") or (isinstance(f.kind, Shape) and value == "plain")):
+        if not (
+            (isinstance(f.kind, Form) and value == "list")
+            or (isinstance(f.kind, Shape) and value == "plain")
+            or (isinstance(f.kind, Payloads) and value == "bytes")  # the default: format 2 lines without it read so
+        ):
             body[f.name] = _TO_JSON[type(f.kind)](value)
     return body
 
@@ -156,6 +161,7 @@ _TO_JSON: dict[type, Any] = {
     Flag: lambda value: value,
     Form: lambda value: value,
     Shape: lambda value: value,
+    Payloads: lambda value: value,
 }
 
 
@@ -227,6 +233,11 @@ def _shape_from_json(shape: Any, where: str) -> str:
     return str(shape)
 
 
+def _payloads_from_json(kind: Any, where: str) -> str:
+    _want(kind in PAYLOAD_KINDS, where, f"payloads must be one of {', '.join(PAYLOAD_KINDS)}")
+    return str(kind)
+
+
 _FROM_JSON: dict[type, Any] = {
     Key: _key_from_json,
     Keys: _keys_from_json,
@@ -235,6 +246,7 @@ _FROM_JSON: dict[type, Any] = {
     Flag: _flag_from_json,
     Form: _form_from_json,
     Shape: _shape_from_json,
+    Payloads: _payloads_from_json,
 }
 
 

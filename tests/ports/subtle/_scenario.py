@@ -2,7 +2,8 @@
 records each step's outcome, so a test can compare a port with the spec's
 reference and with the correct store it was derived from.
 
-Steps: ``("new", max_bytes, object_nbytes)``; ``("bg", max_bytes,
+Steps: ``("new", max_bytes, object_nbytes)`` (its outcome ``("ok", None)``, or
+the error kind when the store cannot be built); ``("bg", max_bytes,
 object_nbytes, max_pending_batches)`` (a background store over a store whose
 writer the scenario holds and lets go); ``("put", objects[, retains,
 releases])`` with ``objects`` as ``(key, payload)`` pairs; ``("get", keys)``;
@@ -102,8 +103,13 @@ def play(scenario: Sequence[Step], build: Builder) -> list[Outcome]:
             op = step[0]
             if op in ("new", "bg"):
                 background = op == "bg"
-                store, gate = build(step[1], step[2], step[3] if background else None)
-                outcomes.append(None)
+                try:
+                    store, gate = build(step[1], step[2], step[3] if background else None)
+                except Exception as error:  # a store that cannot be built: its error kind is the outcome
+                    store, gate = None, None
+                    outcomes.append(("err", kind(error)))
+                else:
+                    outcomes.append(("ok", None))
             elif op == "hold":
                 if gate is not None:
                     gate.tokens = threading.Semaphore(0)
