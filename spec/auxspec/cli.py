@@ -97,6 +97,14 @@ def main(argv: list[str] | None = None) -> int:
         "--max-time is at least 10 and TARGET runs in this process (a port process under --exec only with on)",
     )
     check.add_argument(
+        "--depth",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="after the small scope, run a few long store lives (over 70,000 puts, reads, misses, keys and "
+        "evictions, stores of over 70,000 slots, lists of up to 5,120 keys, a pin count past 70,000), within "
+        f"{verify.DEPTH_SHARE * 100:.0f}%% of --max-time. auto: when --max-time is at least {verify.DEPTH_MIN_TIME:g}",
+    )
+    check.add_argument(
         "--exact-order",
         action="store_true",
         help="also compare the recency order of keys with a reference (no call can observe it under strict; "
@@ -293,6 +301,8 @@ def _phases(
     if early and (code := explore_background(args, target, report, reach, bar, progress, background_time, say)):
         return code
     deadline += background_time
+    if code := _depth(args, target, report, reach, frozenset(deviations), say):
+        return code
     explored = 0
     started, ops_before = time.monotonic(), reach.ops_run
     bar.start("random search", None, max(deadline - time.monotonic(), 0.0))
@@ -405,6 +415,38 @@ def _large_stores(
         record["deviation"] = divergence.deviation
     report.update(result="diverges", step=divergence.step + 1)
     return _finish(args, report, 1, say)
+
+
+def _depth(
+    args: argparse.Namespace, target: Target, report: dict[str, Any], reach: Any, known: frozenset[str], say: Any
+) -> int | None:
+    """The depth phase (its time comes out of the random search's), or why
+    it is skipped: the exit code when the target diverges, else None."""
+    if args.depth == "off" or (args.depth == "auto" and args.max_time < verify.DEPTH_MIN_TIME):
+        why = "turned off (--depth off)" if args.depth == "off" else f"--max-time is below {verify.DEPTH_MIN_TIME:g} s"
+        report["depth"] = {"ran": False, "skipped": why}
+        say(f"depth: skipped, {why}")
+        return None
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    budget = max(args.max_time * verify.DEPTH_SHARE, 1.0)
+    run = verify.explore_depth(target, args.profile, seed, budget, known, reach)
+    record: dict[str, Any] = {"ran": True, "seed": seed, "lives": run.lives, "ops": run.ops, "complete": run.complete}
+    record.update(seconds=round(run.seconds, 1), reached=run.depth.as_json())
+    report["depth"] = record
+    reached = f"depth reached: {run.depth.line()}"
+    if run.divergence is None:
+        ending = "" if run.complete else f", cut short at {budget:.0f} s (the port's speed)"
+        say(f"depth: {run.lives} long lives, {run.ops:,} ops agree with the spec ({run.seconds:.1f} s{ending})")
+        say(reached)
+        return None
+    divergence = run.divergence
+    say(
+        f"depth: {run.life} diverges at op {run.found_at:,} (seed {seed}); shrunk in {run.shrink_seconds:.1f} s "
+        f"to {len(divergence.trace.ops)} calls"
+    )
+    say(reached)
+    record.update(life=run.life, found_at=run.found_at, calls=len(divergence.trace.ops))
+    return _diverged(args, report, divergence, say)
 
 
 def _failing_count(failing: list[tuple[traces.VectorFile, Divergence]], usable: list[traces.VectorFile]) -> str:
