@@ -34,7 +34,7 @@ from auxspec.generators import depth
 from auxspec.models import incremental
 from auxspec.models.sequential import Err, Kind, Outcome
 
-SHRINK_SECONDS = 20.0  # the most the shrinking of one depth catch may take
+SHRINK_SECONDS = 30.0  # the most the shrinking of one depth catch may take
 PRECISE_COST = 4_000_000  # ops x slots under which the shrunk trace is compared on the model itself
 
 
@@ -187,6 +187,9 @@ def _outcomes(trace: Trace) -> list[Outcome]:
     return [depth.spec_step(live, op) for op in trace.ops]
 
 
+_CLASSES = ("no-op put", "observation", "miss", "failed put", "read", "hit", "pin", "put")
+
+
 def _class_of(op: Op, outcome: Outcome) -> str:
     if isinstance(op, (Stats, Len, Contains, Flush)):
         return "observation"
@@ -213,12 +216,18 @@ def _candidates(trace: Trace) -> Iterator[Trace]:
     def made(kept: tuple[Op, ...]) -> Trace:
         return replace(trace, ops=(*kept, last))
 
-    for name in ("no-op put", "observation", "miss", "failed put", "read", "hit", "pin", "put"):
-        if name in classes:
-            yield made(tuple(op for op, kind in zip(body, classes, strict=True) if kind != name))
+    # Calls that change no state first (all at once, then one class at a time), then the rest.
+    for names in ({"no-op put", "miss", "read"}, *({name} for name in _CLASSES)):
+        if names & set(classes):
+            yield made(tuple(op for op, kind in zip(body, classes, strict=True) if kind not in names))
     joined = _joined(body, classes)
     if len(joined) < len(body):
         yield made(joined)
+    for cut in sorted({len(body) - len(body) // part for part in (16, 8, 4, 2)} | {len(body) // 4}, reverse=True):
+        rebuilt = _rebuild(trace, cut)
+        if rebuilt is not None and cut > 0:
+            yield made((*rebuilt, *body[cut:]))
+
     size = len(body) // 2
     while size >= 1:
         for start in range(0, len(body), size):
@@ -229,6 +238,23 @@ def _candidates(trace: Trace) -> Iterator[Trace]:
         for fewer in (slots // 2, slots - 1):
             if fewer >= 1:
                 yield replace(trace, max_bytes=fewer * trace.object_nbytes)
+
+
+def _rebuild(trace: Trace, cut: int) -> tuple[Op, ...] | None:
+    """One put that rebuilds the spec's state after the first ``cut`` ops:
+    the stored keys in recency order with their payloads, and every count as
+    a retain list (None when the store is closed by then). The counters of
+    what happened (and a port's own) start again, so only a bug that needs
+    no more depth than the rest of the trace has survives the cut."""
+    assert isinstance(trace.max_bytes, int) and isinstance(trace.object_nbytes, int)
+    live = incremental.new(trace.max_bytes, trace.object_nbytes, trace.profile)
+    assert isinstance(live, incremental.Live)
+    for op in trace.ops[:cut]:
+        depth.spec_step(live, op)
+    if live.closed:
+        return None
+    retain = tuple(key for key, count in live.counts.items() for _ in range(count))
+    return (Put(tuple(live.order.items()), retain),)
 
 
 def _joined(ops: tuple[Op, ...], classes: list[str]) -> tuple[Op, ...]:

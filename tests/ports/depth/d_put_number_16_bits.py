@@ -39,11 +39,14 @@ class BlockObjectStore(DeepStore):
             self._tag[key] = self._number
 
     def _moved_terminal(self, terminal: list[str]) -> None:
-        self._placing = set(terminal)  # terminal moves are not placements
+        self._placing = set(terminal)  # terminal moves are not placements, and end the batch's protection
         try:
             super()._moved_terminal(terminal)
         finally:
             self._placing = set()
+        for key in terminal:
+            if self._tag.get(key) == self._number:
+                self._tag[key] = (self._number - 1) & self.MASK
 
     def _choose(self, victims: list[str], protected: set[str]) -> list[str]:
         chosen: list[str] = []
