@@ -216,18 +216,25 @@ def _candidates(trace: Trace) -> Iterator[Trace]:
     def made(kept: tuple[Op, ...]) -> Trace:
         return replace(trace, ops=(*kept, last))
 
-    # Calls that change no state first (all at once, then one class at a time), then the rest.
+    def rebuilt(cuts: list[int]) -> Iterator[Trace]:
+        kept = sorted({cut for cut in cuts if 0 < cut < len(body)})
+        prefixes = _rebuilds(trace, kept)
+        for cut in reversed(kept):
+            if prefixes[cut] is not None:
+                yield made((*prefixes[cut], *body[cut:]))  # type: ignore[misc]
+
+    n = len(body)
+    # The state before the last few calls, rebuilt in one put (a big-call bug
+    # shrinks to two or three calls), then the calls that change no state
+    # (all at once, then one class at a time), then longer rebuilt prefixes.
+    yield from rebuilt([n - 1, n - 4, n - 16, n - n // 16, n - n // 8])
     for names in ({"no-op put", "miss", "read"}, *({name} for name in _CLASSES)):
         if names & set(classes):
             yield made(tuple(op for op, kind in zip(body, classes, strict=True) if kind not in names))
+    yield from rebuilt([n - n // 4, n // 2, n // 4])
     joined = _joined(body, classes)
     if len(joined) < len(body):
         yield made(joined)
-    for cut in sorted({len(body) - len(body) // part for part in (16, 8, 4, 2)} | {len(body) // 4}, reverse=True):
-        rebuilt = _rebuild(trace, cut)
-        if rebuilt is not None and cut > 0:
-            yield made((*rebuilt, *body[cut:]))
-
     size = len(body) // 2
     while size >= 1:
         for start in range(0, len(body), size):
@@ -240,21 +247,25 @@ def _candidates(trace: Trace) -> Iterator[Trace]:
                 yield replace(trace, max_bytes=fewer * trace.object_nbytes)
 
 
-def _rebuild(trace: Trace, cut: int) -> tuple[Op, ...] | None:
-    """One put that rebuilds the spec's state after the first ``cut`` ops:
-    the stored keys in recency order with their payloads, and every count as
-    a retain list (None when the store is closed by then). The counters of
-    what happened (and a port's own) start again, so only a bug that needs
-    no more depth than the rest of the trace has survives the cut."""
+def _rebuilds(trace: Trace, cuts: list[int]) -> dict[int, tuple[Op, ...] | None]:
+    """For each of ``cuts`` (ascending), one put that rebuilds the spec's
+    state after the first that many ops: the stored keys in recency order
+    with their payloads, and every count as a retain list (None when the
+    store is closed by then). The counters of what happened (and a port's
+    own) start again, so only a bug that needs no more depth than the rest
+    of the trace has survives the cut. One pass over the trace."""
     assert isinstance(trace.max_bytes, int) and isinstance(trace.object_nbytes, int)
     live = incremental.new(trace.max_bytes, trace.object_nbytes, trace.profile)
     assert isinstance(live, incremental.Live)
-    for op in trace.ops[:cut]:
-        depth.spec_step(live, op)
-    if live.closed:
-        return None
-    retain = tuple(key for key, count in live.counts.items() for _ in range(count))
-    return (Put(tuple(live.order.items()), retain),)
+    found: dict[int, tuple[Op, ...] | None] = {}
+    at = 0
+    for cut in cuts:
+        for op in trace.ops[at:cut]:
+            depth.spec_step(live, op)
+        at = cut
+        retain = tuple(key for key, count in live.counts.items() for _ in range(count))
+        found[cut] = None if live.closed else (Put(tuple(live.order.items()), retain),)
+    return found
 
 
 def _joined(ops: tuple[Op, ...], classes: list[str]) -> tuple[Op, ...]:

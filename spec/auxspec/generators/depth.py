@@ -26,7 +26,7 @@ pinned whole and then released to zero in one call.
 Ops are the op alphabet's (``engine.ops``) with valid inputs only. Each is
 stepped on a shadow store of ``models.incremental`` (the model's semantics
 in place, O(call)), so the generator asks the spec which keys are stored;
-``Depth`` counts what the life reaches, at every ``MARK`` ops, so a run cut
+``Depth`` counts what the life reaches, every ``Life.mark`` ops, so a run cut
 short by time says how deep it got.
 """
 
@@ -62,7 +62,6 @@ from auxspec.models import incremental
 from auxspec.models.sequential import Err, Outcome
 
 ALL_FEATURES: Features = frozenset({READ_INTO, OBSERVE, STATS, PYTHON})
-MARK = 1_000  # ops between the recorded figures
 
 
 @dataclass(frozen=True)
@@ -144,19 +143,20 @@ def spec_step(live: incremental.Live, op: Op) -> Outcome:
 
 @dataclass
 class Life:
-    """One life: its name and trace, and its figures at every ``MARK`` ops
-    (``marks[i]`` after ``(i + 1) * MARK`` ops; the last after the last op)."""
+    """One life: its name and trace, and its figures every ``mark`` ops
+    (``marks[i]`` after ``(i + 1) * mark`` ops; the last after the last op)."""
 
     name: str
     trace: Trace
     marks: list[Depth] = field(default_factory=list)
     every: int = 1024  # ops between whole-state comparisons (each costs O(store))
+    mark: int = 1000  # ops between the recorded figures
 
     def reached(self, ops: int) -> Depth:
         """The figures after the first ``ops`` ops (rounded down to a mark)."""
         if ops >= len(self.trace.ops):
             return self.marks[-1]
-        index = ops // MARK - 1
+        index = ops // self.mark - 1
         return self.marks[index] if index >= 0 else Depth()
 
 
@@ -215,6 +215,7 @@ class _Builder:
         self.early: list[str] = []  # keys pinned before their data (pin_early)
         self.minted = 0
         self.salt = rng.getrandbits(32)
+        self.mark = 1000 if capacity < 10_000 else 8  # the wide life's calls are few and big
         self.most = 1
 
     # ------------------------------------------------------------ keys
@@ -274,7 +275,7 @@ class _Builder:
             if isinstance(op, ReadInto) and not isinstance(outcome, Err):
                 d.read_into = max(d.read_into, longest)
             d.hits, d.misses = live.hits, live.misses
-        if len(self.ops) % MARK == 0:
+        if len(self.ops) % self.mark == 0:
             self.marks.append(Depth(**d.as_json()))
 
     def put(
@@ -317,7 +318,7 @@ class _Builder:
         every = max(32, min(4096, 1 << (self.shadow.capacity.bit_length() - 2)))
         every = every if self.shadow.capacity < 10_000 else 48
         trace = Trace(self.profile, self.max_bytes, self.nbytes, tuple(self.ops))
-        return Life(name, trace, self.marks, every)
+        return Life(name, trace, self.marks, every, self.mark)
 
     # ------------------------------------------------------ rare paths
 
