@@ -89,7 +89,7 @@ def explore_depth(
 
         def count(_: object, stepped: list[int] = stepped) -> None:
             stepped[0] += 1
-            if not stepped[0] & 255 and time.monotonic() > deadline:
+            if time.monotonic() > deadline:  # every op: one of the wide life's can take a slow port seconds
                 raise _OutOfTime
 
         try:
