@@ -7,6 +7,7 @@ outcome. The full-scale runs are in tests/test_depth_ports.py (slow)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +15,9 @@ from typing import Any
 
 import pytest
 
+from auxspec import cli
 from auxspec.drivers import depth as phase
+from auxspec.drivers.verify import exec_target
 from auxspec.engine.compare import compare
 from auxspec.engine.expect import expected_outcomes
 from auxspec.engine.ops import Get, Put, Trace
@@ -120,3 +123,42 @@ def test_joins_keep_the_specs_outcomes() -> None:
     before = list(expected_outcomes(trace))[-1][1]
     after = list(expected_outcomes(Trace("strict", 4, 1, joined)))[-1][1]
     assert before == after
+
+
+def test_the_phase_runs_through_the_protocol(tmp_path: Path) -> None:
+    """A depth port behind ``auxspec serve`` (``--exec``), its threshold
+    lowered to the small scale's reach: flagged, with no Python-only form
+    sent (the process declares its features in its handshake)."""
+    port = tmp_path / "low_bulk_read.py"
+    port.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(PORTS)!r})\n"
+        "from d_bulk_read_over_3000_no_touch import BlockObjectStore as Deep\n"
+        "class BlockObjectStore(Deep):\n"
+        "    BULK = 100\n"
+    )
+    auxspec = Path(sys.executable).with_name("auxspec")
+    target, stop = exec_target(f"{auxspec} serve {port}", op_timeout=60.0)
+    try:
+        run = phase.explore_depth(target, "strict", 1, 120, scale=depth.SMALL, shrink_seconds=3)
+    finally:
+        stop()
+    assert run.divergence is not None
+    assert "python" not in target.features
+
+
+def test_verify_reports_the_depth_reached_when_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--depth on`` with a budget far too short for the lives: the run
+    conforms, and the report says how deep it got and which goals it left short."""
+    code = cli.main(
+        [
+            *("verify", str(PORTS / "_deep.py"), "--depth", "on", "--max-time", "2", "--seed", "1"),
+            *("--large-stores", "off", "--json", "--out", str(tmp_path / "d.jsonl")),
+        ]
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0, report
+    assert report["depth"]["ran"] and not report["depth"]["complete"]
+    assert set(report["depth"]["reached"]) == set(depth.GOALS)
+    assert any(line.startswith("depth ") for line in report["scope"]["not_reached"])
+    assert "depth" in report["scope"]["phases"]
