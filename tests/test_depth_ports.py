@@ -59,3 +59,18 @@ def test_each_deep_rewrite_conforms(name: str, seed: int) -> None:
     assert code == 0, f"{name} at seed {seed}: exit {code} after {seconds:.0f} s: {report.get('divergence')}"
     depth = report.get("depth")
     assert isinstance(depth, dict) and depth.get("ran"), depth
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", ["strict", "upstream"])
+def test_the_full_lives_reach_every_goal_at_seeds_1_to_3(profile: str) -> None:
+    """Generation only (about 6 CPU s a seed): the lives themselves reach
+    every goal of issue 36, for a target with read_into and one without."""
+    from auxspec.engine.ops import PYTHON, READ_INTO
+    from auxspec.generators import depth
+
+    for features in (frozenset({PYTHON, READ_INTO}), frozenset({PYTHON})):
+        for seed in SEEDS:
+            made = [plan.build() for plan in depth.lives(profile, features, seed)]
+            reached = depth.figures(made, [len(life.trace.ops) for life in made])
+            assert reached.short_of(features) == [], (profile, sorted(features), seed)

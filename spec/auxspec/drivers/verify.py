@@ -424,7 +424,7 @@ def explore_depth(
     run = depth_phase.explore_depth(target, profile, seed, max_time, known)
     if reach is not None:
         reach.phase("depth", run.lives, run.seconds, run.ops, **run.depth.as_json())
-        reach.depth_short = run.depth.short_of() if run.divergence is None else []
+        reach.depth_short = run.depth.short_of(target.features) if run.divergence is None else []
     return run
 
 

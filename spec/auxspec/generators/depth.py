@@ -118,11 +118,12 @@ class Depth:
         for name in _NAMES:
             setattr(self, name, max(getattr(self, name), getattr(other, name)))
 
-    def short_of(self) -> list[str]:
+    def short_of(self, features: Features = ALL_FEATURES) -> list[str]:
+        """The goals not reached (``read_into``'s only for a target that has it)."""
         return [
             f"depth {name} {getattr(self, name):,} < {most:,}"
             for name, most in GOALS.items()
-            if getattr(self, name) < most
+            if getattr(self, name) < most and (name != "read_into" or READ_INTO in features)
         ]
 
     def as_json(self) -> dict[str, int]:
@@ -387,7 +388,9 @@ class _Builder:
             retain, release = None, None
             if self.rng.random() < (0.6 if size > 1_000 else 0.2):  # a rollback of counts at every size
                 retain = self.mint(1) + self.recent(2, self.shadow.capacity)
-            if size > 4 and self.rng.random() < 0.3:  # fewer than the batch: it still fails
+            # Releases, fewer than the batch, so it still fails; under upstream a
+            # failed put keeps its releases, which frees room for the next, so only the last.
+            if size > 4 and self.rng.random() < 0.3 and (self.profile == "strict" or index == failing - 1):
                 release = stored[: self.rng.randint(1, 4)]
             self.put_new(size, retain, release)
         held = [k for k, n in self.shadow.counts.items() if k != _HOT for _ in range(n)]
