@@ -78,7 +78,7 @@ class Scale:
     episodes: int  # rare-path episodes spread through the long life
 
 
-FULL = Scale("full", (2_000, 6_000), (70_002, 76_000), 72_000, 72_000, 5_120, 1_200, 12)
+FULL = Scale("full", (2_000, 6_000), (70_002, 76_000), 72_000, 72_000, 5_120, 1_500, 12)
 SMALL = Scale("small", (12, 60), (150, 400), 500, 300, 160, 40, 4)
 
 # What the full scale must reach (the ``depth:`` line's "NOT reached" names any left short).
