@@ -1,7 +1,8 @@
 """Recency stamps for the depth ports: a stamp per key from a counter that
 wraps at ``WRAP``, and eviction by the least stamp (a heap). ``RENUMBER``
-on: before the counter wraps, every stored key is stamped again 1..n in
-recency order (done right); off: the counter just wraps (the bug)."""
+on: the counter is at least twice as wide as the store's capacity needs,
+and before it wraps every stored key is stamped again 1..n in recency
+order (done right); off: the counter just wraps (the bug)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,15 @@ class StampedStore(DeepStore):
     def __init__(self, *, max_bytes: Any, object_nbytes: Any) -> None:
         super().__init__(max_bytes=max_bytes, object_nbytes=object_nbytes)
         self._clock = 0
+        # Renumbering leaves n <= capacity stamps in use: the counter needs room above them.
+        self._wrap = max(self.WRAP, 1 << (2 * self._cap).bit_length()) if self.RENUMBER else self.WRAP
         self._stamp: dict[str, int] = {}
         self._heap: list[tuple[int, str]] = []
 
     def _moved(self, key: str) -> None:
-        if self.RENUMBER and self._clock == self.WRAP - 1:
+        if self.RENUMBER and self._clock == self._wrap - 1:
             self._renumber()
-        self._clock = (self._clock + 1) % self.WRAP
+        self._clock = (self._clock + 1) % self._wrap
         self._stamp[key] = self._clock
         heapq.heappush(self._heap, (self._clock, key))
         if len(self._heap) > 2 * len(self._lru) + 64:

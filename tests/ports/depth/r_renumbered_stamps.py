@@ -1,5 +1,6 @@
-"""Recency stamps from a 16-bit counter, renumbered before they wrap: when
-the counter reaches 65,535 every stored key is stamped again 1..n in
+"""Recency stamps from a 16-bit counter (wider for a store of more than
+32,768 slots: twice the capacity's bits), renumbered before they wrap:
+when the counter reaches its end every stored key is stamped again 1..n in
 recency order and the counter goes on from n (the renumbering done right).
 
 Snapshot vs spec: identical. Conforms at any depth.
