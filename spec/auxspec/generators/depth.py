@@ -121,7 +121,7 @@ class Depth:
     def short_of(self, features: Features = ALL_FEATURES) -> list[str]:
         """The goals not reached (``read_into``'s only for a target that has it)."""
         return [
-            f"depth {name} {getattr(self, name):,} < {most:,}"
+            f"depth {_SHOWN.get(name, name.replace('_', ' '))} {getattr(self, name):,} < {most:,}"
             for name, most in GOALS.items()
             if getattr(self, name) < most and (name != "read_into" or READ_INTO in features)
         ]
