@@ -301,7 +301,7 @@ def _phases(
     if early and (code := explore_background(args, target, report, reach, bar, progress, background_time, say)):
         return code
     deadline += background_time
-    if code := _depth(args, target, report, reach, frozenset(deviations), say):
+    if code := _depth(args, target, report, reach, frozenset(deviations), say, deadline - time.monotonic()):
         return code
     explored = 0
     started, ops_before = time.monotonic(), reach.ops_run
@@ -418,10 +418,18 @@ def _large_stores(
 
 
 def _depth(
-    args: argparse.Namespace, target: Target, report: dict[str, Any], reach: Any, known: frozenset[str], say: Any
+    args: argparse.Namespace,
+    target: Target,
+    report: dict[str, Any],
+    reach: Any,
+    known: frozenset[str],
+    say: Any,
+    search_left: float,
 ) -> int | None:
-    """The depth phase (its time comes out of the random search's), or why
-    it is skipped: the exit code when the target diverges, else None."""
+    """The depth phase, or why it is skipped: the exit code when the target
+    diverges, else None. Its time comes out of the random search's
+    (``search_left`` seconds): at most half of --max-time, and at most half
+    of what the search has left, so the search keeps the other half."""
     if args.depth == "off" or (args.depth == "auto" and args.max_time < verify.DEPTH_MIN_TIME):
         why = "turned off (--depth off)" if args.depth == "off" else f"--max-time is below {verify.DEPTH_MIN_TIME:g} s"
         report["depth"] = {"ran": False, "skipped": why}
@@ -429,7 +437,7 @@ def _depth(
             say(f"depth: skipped, {why}")
         return None
     seed = args.seed if args.seed is not None else random.randrange(2**32)
-    budget = max(args.max_time * verify.DEPTH_SHARE, 1.0)
+    budget = max(min(args.max_time * verify.DEPTH_SHARE, search_left / 2), 1.0)
     run = verify.explore_depth(target, args.profile, seed, budget, known, reach)
     record: dict[str, Any] = {"ran": True, "seed": seed, "lives": run.lives, "ops": run.ops, "complete": run.complete}
     record.update(seconds=round(run.seconds, 1), reached=run.depth.as_json())
