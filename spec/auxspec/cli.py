@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="after the small scope, run a few long store lives (over 70,000 puts, reads, misses, keys and "
         "evictions, stores of over 70,000 slots, lists of up to 5,120 keys, a pin count past 70,000), within "
-        f"{verify.DEPTH_SHARE * 100:.0f}%% of --max-time. auto: when --max-time is at least {verify.DEPTH_MIN_TIME:g}",
+        f"{verify.DEPTH_SHARE * 100:.0f}%% of --max-time and half of what the random search has left. auto: when "
+        f"--max-time is at least {verify.DEPTH_MIN_TIME:g}",
     )
     check.add_argument(
         "--exact-order",
