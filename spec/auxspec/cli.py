@@ -452,10 +452,10 @@ def _depth(
     divergence = run.divergence
     say(
         f"depth: {run.life} diverges at op {run.found_at:,} (seed {seed}); shrunk in {run.shrink_seconds:.1f} s "
-        f"to {len(divergence.trace.ops)} calls"
+        f"to {divergence.step + 1} calls"  # the vector: up to the call that differs
     )
     say(reached)
-    record.update(life=run.life, found_at=run.found_at, calls=len(divergence.trace.ops))
+    record.update(life=run.life, found_at=run.found_at, calls=divergence.step + 1)
     return _diverged(args, report, divergence, say)
 
 
