@@ -456,7 +456,20 @@ def _depth(
     )
     say(reached)
     record.update(life=run.life, found_at=run.found_at, calls=divergence.step + 1)
-    return _diverged(args, report, divergence, say)
+    if divergence.step < verify.DEPTH_VECTOR_CALLS:
+        return _diverged(args, report, divergence, say)
+    # A vector of tens of thousands of calls (a counter that needs them): its
+    # expectations would take the model minutes, so the seed stands for it,
+    # as for the large-store phase.
+    again = ["auxspec", "verify"]
+    again += ["--exec", args.exec_command] if args.exec_command else [args.target] if args.target else []
+    again += ["--profile", args.profile, "--depth", "on", "--max-time", str(args.max_time), "--seed", str(seed)]
+    say(divergence.render(last=6))
+    say(f"seed {seed}; reproduce with: {shlex.join(again)}")
+    say(f"no vector written ({args.out} is left as it was): {divergence.step + 1:,} calls; the seed rebuilds them")
+    record.update(reproduce=shlex.join(again), divergence=divergence.summary_json())
+    report.update(result="diverges", step=divergence.step + 1)
+    return _finish(args, report, 1, say)
 
 
 def _failing_count(failing: list[tuple[traces.VectorFile, Divergence]], usable: list[traces.VectorFile]) -> str:

@@ -413,6 +413,7 @@ def explore_background(
 # ------------------------------------------------------------------ depth
 
 DEPTH_MIN_TIME = 15.0  # --depth auto runs the phase from this --max-time on (the default 30 s run has it)
+DEPTH_VECTOR_CALLS = 2_000  # a depth catch shrunk to fewer calls is written as a vector; a longer one by its seed
 DEPTH_SHARE = 0.5  # of --max-time, the most the phase's lives may take (its shrinking comes on top)
 
 
