@@ -125,6 +125,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     check.add_argument("--verbose", action="store_true", help="print whole traces, payloads and long lines")
     check.add_argument(
+        "--depth",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="after the small scope, run a few long store lives (over 70,000 puts, reads, misses, keys and "
+        "evictions, stores of over 70,000 slots, lists of up to 5,120 keys, a pin count past 70,000), within "
+        f"{verify.DEPTH_SHARE * 100:.0f}%% of --max-time and half of what the random search has left. auto: when "
+        f"--max-time is at least {verify.DEPTH_MIN_TIME:g}",
+    )
+    check.add_argument(
         "--exact-order",
         action="store_true",
         help="also compare the recency order of keys with a reference (no call can observe it under strict; "
@@ -360,6 +369,8 @@ def _phases(
     ):
         return code
     deadline += background_time
+    if code := _depth(args, target, report, reach, frozenset(deviations), say, deadline - time.monotonic()):
+        return code
     explored = 0
     started, ops_before = time.monotonic(), reach.ops_run
     bar.start("random search", None, max(deadline - time.monotonic(), 0.0))
@@ -508,6 +519,62 @@ def _large_stores(
     record.update(trace=run.trace, reproduce=" ".join(report_text.command(again)), divergence=divergence.summary_json())
     if divergence.deviation:
         record["deviation"] = divergence.deviation
+    report.update(result="diverges", step=divergence.step + 1)
+    return _finish(args, report, 1, say)
+
+
+def _depth(
+    args: argparse.Namespace,
+    target: Target,
+    report: dict[str, Any],
+    reach: Any,
+    known: frozenset[str],
+    say: Any,
+    search_left: float,
+) -> int | None:
+    """The depth phase, or why it is skipped: the exit code when the target
+    diverges, else None. Its time comes out of the random search's
+    (``search_left`` seconds): at most half of --max-time, and at most half
+    of what the search has left, so the search keeps the other half."""
+    if args.depth == "off" or (args.depth == "auto" and args.max_time < verify.DEPTH_MIN_TIME):
+        why = "turned off (--depth off)" if args.depth == "off" else f"--max-time is below {verify.DEPTH_MIN_TIME:g} s"
+        report["depth"] = {"ran": False, "skipped": why}
+        if args.depth == "off":  # a short run's automatic skip stays in the JSON report: its log fits a screen
+            say(f"depth: skipped, {why}")
+        return None
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    budget = max(min(args.max_time * verify.DEPTH_SHARE, search_left / 2), 1.0)
+    run = verify.explore_depth(target, args.profile, seed, budget, known, reach)
+    record: dict[str, Any] = {"ran": True, "seed": seed, "lives": run.lives, "ops": run.ops, "complete": run.complete}
+    record.update(seconds=round(run.seconds, 1), reached=run.depth.as_json())
+    report["depth"] = record
+    reached = f"depth reached: {run.depth.line()}"
+    if run.divergence is None:
+        ending = "" if run.complete else f", cut short at {budget:.0f} s (the port's speed)"
+        say(f"depth: {run.lives} long lives, {run.ops:,} ops agree with the spec ({run.seconds:.1f} s{ending})")
+        say(reached)
+        return None
+    divergence = run.divergence
+    say(
+        f"depth: {run.life} diverges at op {run.found_at:,} (seed {seed}); shrunk in {run.shrink_seconds:.1f} s "
+        f"to {divergence.step + 1} calls"  # the vector: up to the call that differs
+    )
+    say(reached)
+    record.update(life=run.life, found_at=run.found_at, calls=divergence.step + 1)
+    if divergence.step < verify.DEPTH_VECTOR_CALLS:
+        return _diverged(args, report, divergence, say, "the depth phase", target, known)
+    # A vector of tens of thousands of calls (a counter that needs them): its
+    # expectations would take the model minutes, so the seed stands for it,
+    # as for the large-store phase.
+    again = ["verify"]
+    again += ["--exec", args.exec_command] if args.exec_command else [args.target] if args.target else []
+    again += ["--profile", args.profile, "--depth", "on", "--max-time", str(args.max_time), "--seed", str(seed)]
+    say(report_text.headline(divergence, f"the depth phase, {run.life}"))
+    say(divergence.render(last=6))
+    for line in report_text.wrapped(f"seed {seed}; reproduce:", report_text.command(again)):
+        say(line)
+    say(f"no vector written ({args.out} is left as it was): {divergence.step + 1:,} calls; the seed rebuilds them")
+    record.update(reproduce=" ".join(report_text.command(again)), divergence=divergence.summary_json())
     report.update(result="diverges", step=divergence.step + 1)
     return _finish(args, report, 1, say)
 

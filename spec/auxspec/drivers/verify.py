@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, Phase, configuration, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky, NoSuchExample
 
+from auxspec.drivers import depth as depth_phase
 from auxspec.drivers import gated, shrink
 from auxspec.drivers.protocol import process_target
 from auxspec.engine import traces
@@ -68,6 +69,7 @@ class Reach:
     ops_run: int = 0  # ops of every trace recorded, for the ops/s figures
     phases: dict[str, dict[str, float]] = field(default_factory=dict)
     domain: Domain = field(default_factory=Domain)  # the input classes the traces held (engine.domain)
+    depth_short: list[str] = field(default_factory=list)  # the depth phase's goals it left short (explore_depth)
 
     def trace(self, trace: Trace) -> None:
         """Record what a trace reaches without running it."""
@@ -111,7 +113,8 @@ class Reach:
     def short_of(self) -> list[str]:
         """The dimensions this run did not take as far as ``SCOPE``."""
         reached = {name: getattr(self, name) for name in SCOPE}
-        return [f"{name} {reached[name]:g} < {most}" for name, most in SCOPE.items() if reached[name] < most]
+        short = [f"{name} {reached[name]:g} < {most}" for name, most in SCOPE.items() if reached[name] < most]
+        return short + self.depth_short
 
     def as_json(self) -> dict[str, object]:
         shown = {name: getattr(self, name) for name in ("slots", "object_nbytes", "keys", "ops", "pins", "key_list")}
@@ -514,6 +517,25 @@ def explore_background(
     if reach is not None:
         reach.phase("background", tried, time.monotonic() - started, ops)
     return found_report, tried
+
+
+# ------------------------------------------------------------------ depth
+
+DEPTH_MIN_TIME = 15.0  # --depth auto runs the phase from this --max-time on (the default 30 s run has it)
+DEPTH_VECTOR_CALLS = 2_000  # a depth catch shrunk to fewer calls is written as a vector; a longer one by its seed
+DEPTH_SHARE = 0.5  # of --max-time, the most the phase's lives may take (its shrinking comes on top)
+
+
+def explore_depth(
+    target: Target, profile: str, seed: int, max_time: float, known: frozenset[str], reach: Reach | None = None
+) -> depth_phase.DepthRun:
+    """The depth phase (``drivers.depth``), its figures recorded in ``reach``
+    (the ``depth`` phase line; the goals it left short in ``not_reached``)."""
+    run = depth_phase.explore_depth(target, profile, seed, max_time, known)
+    if reach is not None:
+        reach.phase("depth", run.lives, run.seconds, run.ops, **run.depth.as_json())
+        reach.depth_short = run.depth.short_of(target.features) if run.divergence is None else []
+    return run
 
 
 # ------------------------------------------------------- background exit

@@ -23,6 +23,7 @@ from auxspec.engine.observable import as_snapshot, observed
 from auxspec.engine.ops import Op, Trace
 from auxspec.engine.table import describe, invoke
 from auxspec.engine.target import Errors, PortBroken, Target
+from auxspec.models import sequential as model
 from auxspec.models.sequential import Err, Kind, Ok, Outcome, State
 from auxspec.reference import binding
 from auxspec.reference.store import Snapshot, observe
@@ -397,6 +398,7 @@ def compare(
     on_state: Callable[[State], None] | None = None,
     every: int = 1,
     replay: bool = True,
+    semantics: Any = None,
 ) -> Divergence | None:
     """Run ``trace`` on the spec and on ``target``; the first disagreement.
     ``on_state`` sees each state the spec goes through (a scope report).
@@ -413,11 +415,13 @@ def compare(
     large-store phase, where a snapshot per op would copy gigabytes; an
     outcome that differs is still named at its op, a state that differs at
     the checkpoint after it).
+    ``semantics``: the spec's steps, the model unless a checked stand-in is
+    given (the depth phase's ``models.incremental``, with ``replay=False``).
     """
     if every <= 1:
-        return _run(trace, target, on_state, 1)
+        return _run(trace, target, on_state, 1, semantics=semantics)
     if not replay:
-        return _run(trace, target, on_state, every)
+        return _run(trace, target, on_state, every, semantics=semantics)
     try:
         coarse = _run(trace, target, None, every)
     except AssertionError:  # the model's invariant, at a checkpoint: name the op
@@ -461,10 +465,12 @@ def _run(
     on_state: Callable[[State], None] | None,
     every: int,
     ops: Iterator[Op] | None = None,
+    semantics: Any = None,
 ) -> Divergence | None:
     """The one compare loop, over ``trace.ops`` or (``every=1``) the ops
     ``ops`` streams: the ops are not indexed, so a streamed trace is never held."""
-    built = initial_state(trace)
+    semantics = semantics or model
+    built = initial_state(trace, semantics)
     want_new: Outcome = built if isinstance(built, Err) else Ok()
     try:
         store, got_new = construct(target.factory, trace, target.errors)
@@ -492,10 +498,10 @@ def _run(
         if wrong:
             return Divergence(trace, -1, "the store's sizes are the spec's", wrong, want_new)
         checker = getattr(store, "check_invariants", None)  # ports may offer it (auxstore does)
-        assert isinstance(built, State)  # the store was built, as the spec says
+        assert not isinstance(built, Err)  # the store was built, as the spec says
         last = len(trace.ops) - 1
         index = -1
-        for index, (op, before, after, want) in enumerate(spec_steps(trace, built, every, ops)):
+        for index, (op, before, after, want) in enumerate(spec_steps(trace, built, every, ops, semantics)):
             if on_state is not None:
                 on_state(after)
             if every == 1 or index == last or index % every == every - 1:

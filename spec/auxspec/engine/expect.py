@@ -32,7 +32,7 @@ def expected_new(trace: Trace) -> Outcome:
 
 
 def spec_steps(
-    trace: Trace, start: model.State, every: int = 1, ops: Iterable[Op] | None = None
+    trace: Trace, start: model.State, every: int = 1, ops: Iterable[Op] | None = None, semantics: Any = model
 ) -> Iterator[tuple[Op, model.State, model.State, Outcome]]:
     """The spec's walk through ``trace`` from ``start``: per op, the op, the
     state before, the state after and the outcome. A broken model invariant
@@ -42,12 +42,14 @@ def spec_steps(
     which replays with ``every=1`` to name the op that broke it).
 
     ``ops``: the ops to walk instead of ``trace.ops``, consumed one at a time
-    (a vector file streamed, ``every=1`` only: the last op is not known ahead)."""
+    (a vector file streamed, ``every=1`` only: the last op is not known ahead).
+    ``semantics``: the model, or a checked stand-in (``models.incremental``,
+    whose state changes in place, so ``before`` is the same object as ``after``)."""
     assert ops is None or every == 1
     state = start
     last = len(trace.ops) - 1
     for index, op in enumerate(trace.ops if ops is None else ops):
-        after, outcome = step(state, op)
+        after, outcome = step(state, op, semantics)
         if every == 1 or index == last or index % every == every - 1:
             broken = model.violations(after)
             if broken:
