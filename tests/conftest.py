@@ -14,14 +14,22 @@ import pytest
 # Longest first, as measured on this 2-core machine (each a few minutes); the
 # rest keep pytest's order after them.
 LONGEST_FIRST = (
-    "test_fuzz_corpus.py",  # the corpus and the fault tests under coverage
+    # the long tier (make test-long)
     "test_subtle_ports_flagged.py",  # verify on every subtle port
+    "test_depth_ports.py",  # verify on every depth port
+    "test_fuzz_corpus.py",  # the corpus and the fault tests under coverage
     "test_crosshair_teeth.py",
+    "test_subtle_rewrites_conform.py",
+    "test_mutation_sample.py",
+    "test_remote_redis.py",  # a live Redis server; its wrong stores judged
+    # both tiers
     "test_doc_commands.py",  # every shell command of the docs
     "test_packaging.py",  # builds and installs the wheel and the sdist
-    "test_mutation_sample.py",
-    "test_subtle_rewrites_conform.py",
+    "test_hostile_inputs.py",
+    "test_bounded_readers.py",
+    "test_protocol_v2.py",
     "test_pytest_plugin.py",
+    "test_playground.py",
 )
 
 

@@ -11,6 +11,7 @@ depth phase): tests/ports/depth/BEFORE.jsonl.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 import time
@@ -23,7 +24,9 @@ PORTS = ROOT / "tests" / "ports" / "depth"
 AUXSPEC = ROOT / ".venv" / "bin" / "auxspec"
 BUGGY = sorted(p.stem for p in PORTS.glob("d_*.py"))
 REWRITES = sorted(p.stem for p in PORTS.glob("r_*.py"))
-SEEDS = (1, 2, 3)
+# CI's long tier runs seed 1 (16 verify runs); the three-seed table of docs/verifying-a-port.md is
+# AUXSPEC_DEPTH_SEEDS="1 2 3" (48 runs of up to a minute each).
+SEEDS = tuple(int(seed) for seed in os.environ.get("AUXSPEC_DEPTH_SEEDS", "1").split())
 
 
 def _verify(name: str, seed: int) -> tuple[int, dict[str, object], float]:

@@ -26,9 +26,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import cast
 
 from auxspec.engine.compare import Divergence, compare
-from auxspec.engine.ops import Contains, Flush, Get, Len, Op, Put, ReadInto, Stats, Trace
+from auxspec.engine.ops import Get, Op, Put, Trace
+from auxspec.engine.table import kind_of
 from auxspec.engine.target import Target
 from auxspec.generators import depth
 from auxspec.models import incremental
@@ -194,16 +196,18 @@ _CLASSES = ("no-op put", "observation", "miss", "failed put", "read", "hit", "pi
 
 
 def _class_of(op: Op, outcome: Outcome) -> str:
-    if isinstance(op, (Stats, Len, Contains, Flush)):
+    name = kind_of(op).name
+    if name in ("stats", "len", "contains", "flush"):
         return "observation"
-    if isinstance(op, (Get, ReadInto)):
+    if name in ("get", "read_into"):
         return "miss" if outcome == Err(Kind.MISSING) else "read" if isinstance(outcome, Err) else "hit"
-    if isinstance(op, Put):
-        if not (op.objects or op.retain or op.release):
+    if name == "put":
+        put = cast(Put, op)
+        if not (put.objects or put.retain or put.release):
             return "no-op put"
         if isinstance(outcome, Err):
             return "failed put"
-        return "pin" if not op.objects else "put"
+        return "pin" if not put.objects else "put"
     return "other"
 
 
@@ -280,16 +284,14 @@ def _joined(ops: tuple[Op, ...], classes: list[str]) -> tuple[Op, ...]:
     last_class = ""
     for op, kind in zip(ops, classes, strict=True):
         previous = out[-1] if out else None
-        if kind == last_class == "hit" and isinstance(op, Get) and isinstance(previous, Get) and op.form == "list":
-            out[-1] = Get(_listed(previous.keys) + _listed(op.keys))
-        elif (
-            kind == last_class == "pin"
-            and isinstance(op, Put)
-            and isinstance(previous, Put)
-            and _same_pins(previous, op)
-        ):
-            retain = _listed(previous.retain) + _listed(op.retain)
-            out[-1] = Put((), retain, _listed(previous.release) + _listed(op.release))
+        # "hit" and "pin" are classes of reads and puts (_class_of); the rows tell which op is which.
+        same = previous is not None and kind_of(previous) is kind_of(op)
+        if kind == last_class == "hit" and same and kind_of(op).name == "get" and cast(Get, op).form == "list":
+            out[-1] = Get(_listed(cast(Get, previous).keys) + _listed(cast(Get, op).keys))
+        elif kind == last_class == "pin" and same and _same_pins(cast(Put, previous), cast(Put, op)):
+            before, now = cast(Put, previous), cast(Put, op)
+            retain = _listed(before.retain) + _listed(now.retain)
+            out[-1] = Put((), retain, _listed(before.release) + _listed(now.release))
         else:
             out.append(op)
             last_class = kind

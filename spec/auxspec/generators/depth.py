@@ -57,7 +57,7 @@ from auxspec.engine.ops import (
     Stats,
     Trace,
 )
-from auxspec.engine.table import step
+from auxspec.engine.table import kind_of, step
 from auxspec.models import incremental
 from auxspec.models.sequential import Err, Outcome
 
@@ -263,7 +263,8 @@ class _Builder:
         self.ops.append(op)
         d.touches += max(0, (live.clock - clock) - (len(live.order) + live.evictions - inserted))
         d.key_list = max(d.key_list, longest)
-        if isinstance(op, Put):
+        name = kind_of(op).name
+        if name == "put":
             d.puts += 1
             if batch and not isinstance(outcome, Err):
                 self.seen.update(batch)
@@ -272,8 +273,8 @@ class _Builder:
             d.capacity_failures = live.capacity_failures
             d.evictions = live.evictions
             d.slots = max(d.slots, len(live.order))
-        elif isinstance(op, (Get, ReadInto)):
-            if isinstance(op, ReadInto) and not isinstance(outcome, Err):
+        elif name in ("get", "read_into"):
+            if name == "read_into" and not isinstance(outcome, Err):
                 d.read_into = max(d.read_into, longest)
             d.hits, d.misses = live.hits, live.misses
         if len(self.ops) % self.mark == 0:
