@@ -130,6 +130,7 @@ Plan = Run | Elsewhere | NotRun
 RULES: list[tuple[str, Plan]] = [
     (r"^make test$", NotRun("the command that runs this suite: CI runs it (.ci/run)")),
     (r"^make test-(long|all)$", NotRun("the long tier, which includes this suite's run: CI runs it (.ci/run)")),
+    (r"^tools/peak_tree\.py make ", NotRun("measures the README's commands, which CI runs (test_peak_tree.py)")),
     (r"^\.venv/bin/pytest tests/", NotRun("a file of this suite, which runs it")),
     (r"^pip install -e ", NotRun("an install into the reader's own venv; `make`'s first run does the same")),
     (r"^git (add|commit) ", NotRun("commits to the reader's checkout")),
