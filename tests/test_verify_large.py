@@ -44,7 +44,7 @@ def _report(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, d
     ("size", "ops"),
     [
         pytest.param([], 70, id="default-330MB"),  # what verify runs unless told: under 1 GB of memory
-        pytest.param(["--large-bytes", "2.2e9"], 300, id="2.2GB", marks=large_memory),
+        pytest.param(["--large-bytes", str(large.FULL_BYTES)], 300, id="2.2GB", marks=large_memory),
     ],
 )
 def test_the_bundled_store_conforms_with_the_large_phase(
@@ -83,7 +83,7 @@ def test_each_planted_port_is_flagged_only_with_the_large_phase(
     path = str(PORTS / f"{port}.py")
     out = tmp_path / "d.jsonl"
     # Correct on every store the rest of verify builds: the bug needs the large store.
-    argv = [path, "--max-time", "10", "--seed", "11", "--out", str(out), "--large-bytes", "2.2e9"]
+    argv = [path, "--max-time", "10", "--seed", "11", "--out", str(out), "--large-bytes", str(large.FULL_BYTES)]
     code, report = _report(capsys, [*argv, "--large-stores", "off"])
     assert code == 0, report
     started = time.monotonic()

@@ -14,7 +14,7 @@ from typing import Any
 from auxspec.engine.calls import Reentry
 from auxspec.engine.fields import Batch, Key, Keys
 from auxspec.engine.observable import observed
-from auxspec.engine.ops import REENTRANT_FORMS, Bad, KeyList, KeyValue, Op, Trace
+from auxspec.engine.ops import REENTRANT_FORMS, REFUSED_PAYLOADS, UPSTREAM_PAYLOADS, Bad, KeyList, KeyValue, Op, Trace
 from auxspec.engine.table import kind_of, step
 from auxspec.models.sequential import Err, Kind, Ok, Outcome, State, UndefinedInput
 from auxspec.reference.store import Snapshot, observe
@@ -56,8 +56,8 @@ def _first_type_fault(op: Op) -> str | None:
                 key, payload = obj
                 if not isinstance(key, str):
                     return "non-str-key-accepted"
-                if payload is None:
-                    return "bad-payload-accepted"
+                if payload is None or getattr(op, "payloads", "bytes") in REFUSED_PAYLOADS:
+                    return "bad-payload-accepted"  # no payload, or one of a kind the spec refuses (a str)
         elif isinstance(field.kind, Keys):
             fault = _list_fault(value)
             if fault:
@@ -88,6 +88,10 @@ def deviation(
         # (engine.calls.Reentry reports it as an exception of no kind, and
         # records the op: another exception of no kind is not this).
         return "reentrant-call-accepted"
+    if kind_of(op).name == "put" and getattr(op, "payloads", "bytes") not in UPSTREAM_PAYLOADS:
+        # A payload of a kind vLLM does not take (a str, a non-contiguous view): the profile table's
+        # "payload of the wrong type" row, whatever vLLM then does with it.
+        return "bad-payload-accepted"
     if not isinstance(want, Err):
         return "iterator-read-not-moved" if _read_but_not_moved(op, want, got, got_snapshot, before) else None
     if want.kind in (Kind.PAYLOAD, Kind.TYPE):
