@@ -8,6 +8,7 @@ outcome. The full-scale runs are in tests/test_depth_ports.py (slow)."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -138,7 +139,7 @@ def test_the_phase_runs_through_the_protocol(tmp_path: Path) -> None:
         "    BULK = 100\n"
     )
     auxspec = Path(sys.executable).with_name("auxspec")
-    target, stop = exec_target(f"{auxspec} serve {port}", op_timeout=60.0)
+    target, stop = exec_target(f"{shlex.quote(str(auxspec))} serve {shlex.quote(str(port))}", op_timeout=60.0)
     try:
         run = phase.explore_depth(target, "strict", 1, 120, scale=depth.SMALL, shrink_seconds=3)
     finally:

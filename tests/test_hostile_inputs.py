@@ -505,7 +505,7 @@ def test_a_port_and_everything_it_started_end_with_verify(tmp_path: Path, capsys
 def test_a_port_in_its_own_process_group_still_conforms() -> None:
     auxspec = str(Path(PY).parent / "auxspec")
     done = subprocess.run(
-        [auxspec, "verify", "--exec", f"{auxspec} serve", "--max-time", "1",
+        [auxspec, "verify", "--exec", f"{shlex.quote(str(auxspec))} serve", "--max-time", "1",
          "--large-stores", "off", "--seed", "1"],
         capture_output=True, text=True, timeout=280, check=False,
     )  # fmt: skip

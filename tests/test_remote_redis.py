@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import shutil
 import socket
 import subprocess
@@ -369,7 +370,7 @@ def test_a_wrong_remote_store_is_flagged_on_a_live_server(server: str, wrong: ty
 def test_a_port_process_is_judged_through_the_protocol(server: str, monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv(REDIS_URL_VARIABLE, server)  # the port process inherits it
-    port = f"{sys.executable} -m auxspec.cli serve auxstore.remote:RedisBlockObjectStore"
+    port = f"{shlex.quote(sys.executable)} -m auxspec.cli serve auxstore.remote:RedisBlockObjectStore"
     assert remote_main(["--exec", port, "--seed", "1", "--max-traces", "60"]) == 0
     out = capsys.readouterr().out
     assert "process" in out and "60 traces" in out and "conforms" in out, out
