@@ -270,6 +270,58 @@ def test_a_valid_vector_of_a_huge_store_runs_on_the_bundled_store(
     assert [{k: v for k, v in a.items() if k != "id"} for a in got] == [{"ok": None}] + [op["expect"] for op in ops]
 
 
+_ADDRESS_SPACE = 700 * 2**20  # room for Python and auxspec, not for a 1 GiB mapping
+
+
+def _limited(limit: int) -> None:  # in the child: a machine with this much address space
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def test_a_vector_this_machine_cannot_map_is_not_runnable_here_never_a_divergence(tmp_path: Path) -> None:
+    """A valid vector whose store the bundled store cannot map (here an
+    address-space limit; elsewhere a small machine): exit 4 with the bytes it
+    needs, from reproduce, verify in process and through the protocol (serve
+    answers the protocol's ``resources`` error), never a divergence or a traceback."""
+    nbytes = 4 * 2**20  # one stored object; the store's first chunk (1 GiB) is what cannot be mapped
+    ops = [{"op": "put", "objects": [["k", "31" * nbytes]], "expect": {"ok": None}}]
+    path = _vector(tmp_path / "big.jsonl", ops, max_bytes=256 * nbytes, object_nbytes=nbytes)
+    auxspec = [PY, "-m", "auxspec.cli"]
+    runs = {
+        "reproduce": [*auxspec, "reproduce", str(path)],
+        "verify": [*auxspec, "verify", "--vectors", str(path), "--max-time", "0", "--large-stores", "off",
+                   "--depth", "off", "--out", str(tmp_path / "d")],
+        "exec": [*auxspec, "verify", "--exec", shlex.join([*auxspec, "serve"]), "--vectors", str(path),
+                 "--max-time", "0", "--out", str(tmp_path / "e")],
+    }  # fmt: skip
+    for name, argv in runs.items():
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=120, preexec_fn=lambda: _limited(_ADDRESS_SPACE)
+        )
+        said = done.stdout + done.stderr
+        assert done.returncode == cli.NOT_RUNNABLE, (name, said[-2000:])
+        assert "not runnable here (max_bytes=1073741824, object_nbytes=4194304" in said, (name, said[-2000:])
+        assert "MemoryError" in said and "Traceback" not in said and "divergence" not in said, (name, said[-2000:])
+    assert "its store holds up to 4,194,304 bytes at once" in subprocess.run(
+        runs["reproduce"], capture_output=True, text=True, timeout=120, preexec_fn=lambda: _limited(_ADDRESS_SPACE)
+    ).stderr
+    served = subprocess.run(
+        [*auxspec, "serve"],
+        input=json.dumps({"id": 1, "op": "new", "max_bytes": 256 * nbytes, "object_nbytes": nbytes})
+        + "\n"
+        + json.dumps({"id": 2, "op": "put", "objects": [["k", "31" * nbytes]]})
+        + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: _limited(_ADDRESS_SPACE),
+    )
+    answers = [json.loads(line) for line in served.stdout.splitlines()]
+    assert served.returncode == 0 and answers[0] == {"id": 1, "ok": None}, served.stderr
+    assert answers[1]["error"] == "resources" and "MemoryError" in answers[1]["message"]
+
+
 # ---------------------------------------------------- 4. long batches
 
 

@@ -1,7 +1,9 @@
 """The ``auxspec`` command.
 
 Exit codes: 0 the target conforms (or the vectors check out), 1 a divergence
-was found, 2 a usage, file or target error.
+was found, 2 a usage, file or target error, 3 auxspec itself failed, 4 the
+input is not runnable here (the target could not get the memory a valid call
+needs: no outcome of the spec's, so not judged).
 """
 
 from __future__ import annotations
@@ -30,7 +32,15 @@ from auxspec.engine.deviations import DEVIATIONS
 from auxspec.engine.expect import expected_new, expected_outcomes
 from auxspec.engine.ops import Trace
 from auxspec.engine.table import describe, trace_needs
-from auxspec.engine.target import PortBroken, Target, errors_of, load_attribute, load_target
+from auxspec.engine.target import (
+    NotRunnable,
+    PortBroken,
+    Target,
+    bytes_needed,
+    errors_of,
+    load_attribute,
+    load_target,
+)
 from auxspec.engine.traces import TraceError, printable
 from auxspec.generators import exhaustive, large
 from auxspec.generators.background import scenario_vector, vector_scenario
@@ -45,6 +55,7 @@ COUNT_CAP = 3600.0  # --max-time's default under --max-traces: a guard, not the 
 LABEL = 120  # the most of a target's label the first line shows (cut in its middle)
 BACKGROUND_SHARE = 20  # --max-traces N gives the background search N / this scenarios (each runs a thread)
 REGRESSIONS = BUNDLED_VECTORS / "regressions"
+NOT_RUNNABLE = 4  # exit status: the target had not the memory a valid input needs (not judged)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,11 +259,27 @@ def _verify(args: argparse.Namespace) -> int:
     except TraceError as error:  # a vector file that changed after it was checked, read again to replay it
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
+    except NotRunnable as error:
+        return _not_runnable(error, "verify: the large-store phase uses --large-bytes; a vector has its own sizes")
     except Exception as error:  # verify's own failure, never the port's divergence
         return _internal_error("verify", error)
     finally:
         if stop_port:
             stop_port()
+
+
+def _not_runnable(error: NotRunnable, hint: str = "") -> int:
+    """A valid input the target had not the memory for: said with the bytes
+    its store needs, with its own exit status, never as a divergence."""
+    needs = bytes_needed(error.trace) if error.trace is not None else 0
+    sizes = ""
+    if error.trace is not None:
+        sizes = f" (max_bytes={error.trace.max_bytes}, object_nbytes={error.trace.object_nbytes}"
+        sizes += f": its store holds up to {needs:,} bytes at once)" if needs else ")"
+    print(f"auxspec: not runnable here{sizes}: {printable(str(error))[:300]}", file=sys.stderr)
+    if hint:
+        print(f"auxspec: {hint}", file=sys.stderr)
+    return NOT_RUNNABLE
 
 
 def _internal_error(command: str, error: BaseException) -> int:
@@ -733,6 +760,8 @@ def _deviates(
 def _reproduce(args: argparse.Namespace) -> int:
     try:
         return _reproduce_file(args)
+    except NotRunnable as error:
+        return _not_runnable(error)
     except Exception as error:  # reproduce's own failure, never the target's divergence
         return _internal_error("reproduce", error)
 

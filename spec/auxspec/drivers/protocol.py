@@ -52,7 +52,7 @@ from auxspec.engine.ops import (
     plain_key,
 )
 from auxspec.engine.table import BY_NAME, STATS_FIELDS
-from auxspec.engine.target import Observe, PortBroken, Target, load_target
+from auxspec.engine.target import NotRunnable, Observe, PortBroken, Target, load_target
 from auxspec.engine.traces import (
     MAX_LINE,
     TraceError,
@@ -68,6 +68,9 @@ from auxspec.reference import binding
 from auxspec.reference.store import Snapshot as StoreSnapshot
 
 KINDS = {kind.value for kind in Kind}
+# The error a port answers when it cannot get the memory a valid call needs:
+# not a spec outcome, so verify reports the input as not runnable there.
+RESOURCES = "resources"
 PROTOCOL = 2  # the highest protocol version this side speaks
 # What a port may declare in the handshake, and the feature (engine.ops) each
 # gives the target; "snapshot" and "background" are not op features.
@@ -258,7 +261,8 @@ def check_answer(op: str, reply: Any, request_id: int, unsupported: bool = False
     if "message" in reply and not isinstance(reply["message"], str):
         raise _Broken(f"the message must be a string: {shown}")
     if "error" in reply:
-        if not (reply["error"] in KINDS or (unsupported and reply["error"] == "unsupported")):
+        allowed = reply["error"] in KINDS or reply["error"] == RESOURCES
+        if not (allowed or (unsupported and reply["error"] == "unsupported")):
             raise _Broken(f"the answer has an unknown error kind: {shown}")
         return reply
     valid, what = OK_VALUES[op]
@@ -511,7 +515,9 @@ def _show(line: bytes) -> str:
 def _raise_for(reply: dict[str, Any]) -> None:
     if "error" not in reply:
         return
-    kind = reply["error"]  # a kind of KINDS: check_answer checked it
+    kind = reply["error"]  # a kind of KINDS or RESOURCES: check_answer checked it
+    if kind == RESOURCES:  # no outcome of the spec's: the input cannot be judged here
+        raise NotRunnable(f"the port could not get the memory the call needs: {reply.get('message', '')}".rstrip(": "))
     # The binding's exception for the kind: ops.apply classifies it back. The
     # message is optional in the protocol; a Python store must give one.
     message = str(reply.get("message") or f"{kind} (the port gave no message)")
@@ -763,6 +769,8 @@ def _answer(
                 store.close()
         try:
             return {"ok": None, "store": factory(request.get("max_bytes"), request.get("object_nbytes"))}
+        except MemoryError as error:  # not a spec outcome: the protocol's own answer for it
+            return {"error": RESOURCES, "message": f"MemoryError: {error}", "store": None}
         except Exception as error:
             kind = binding.classify("new", error)
             if kind is None:
@@ -780,6 +788,8 @@ def _answer(
     parsed = op_from_json(request, where)
     try:
         outcome = apply(store, parsed)
+    except MemoryError as error:  # not a spec outcome: the protocol's own answer for it
+        return {"error": RESOURCES, "message": f"MemoryError: {error}"}
     except Exception as error:
         raise _TargetRaised(f"{op} raised {type(error).__name__}: {error}") from None
     return outcome_to_json(outcome)

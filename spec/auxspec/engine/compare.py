@@ -22,7 +22,7 @@ from auxspec.engine.expect import initial_state, spec_steps
 from auxspec.engine.observable import as_snapshot, observed
 from auxspec.engine.ops import Op, Trace
 from auxspec.engine.table import describe, invoke
-from auxspec.engine.target import Errors, PortBroken, Target
+from auxspec.engine.target import Errors, NotRunnable, PortBroken, Target
 from auxspec.models import sequential as model
 from auxspec.models.sequential import Err, Kind, Ok, Outcome, State
 from auxspec.reference import binding
@@ -474,6 +474,11 @@ def _run(
     want_new: Outcome = built if isinstance(built, Err) else Ok()
     try:
         store, got_new = construct(target.factory, trace, target.errors)
+    except MemoryError as error:  # no outcome of the spec's: this machine cannot run it
+        raise _not_runnable("the constructor", error, trace) from None
+    except NotRunnable as error:  # a port process's "resources" answer
+        error.trace = trace
+        raise
     except PortBroken as error:
         if error.at_start:
             raise
@@ -515,6 +520,10 @@ def _run(
         except Exception as error:
             return Divergence(trace, index, "repr(store) works", f"repr raised {_exception_line(error)}")
         return None
+    except NotRunnable as error:
+        if error.trace is None:
+            error.trace = trace
+        raise
     finally:
         with contextlib.suppress(Exception):  # the trace may have closed it, or shown a failure
             store.close()
@@ -534,6 +543,10 @@ def check_step(
     only (the cheap mode's op between checkpoints)."""
     try:
         got = apply(store, op, target.errors)
+    except MemoryError as error:  # no outcome of the spec's: this machine cannot run it
+        raise _not_runnable(op.name, error, None) from None
+    except NotRunnable:  # a port process's "resources" answer
+        raise
     except PortBroken as error:  # it crashed, hung or answered garbage: a counterexample
         return Mismatch(show(want, None), f"the port broke: {error}")
     except OddReturn as error:
@@ -577,6 +590,12 @@ def check_step(
 
 # The spec's own code: an assertion failing here is a bug of verify, not of the port.
 _VERIFIER = tuple(str(Path(__file__).resolve().parents[1] / part) + os.sep for part in ("engine", "drivers", "models"))
+
+
+def _not_runnable(call: str, error: MemoryError, trace: Trace | None) -> NotRunnable:
+    found = NotRunnable(f"{call} raised {_exception_line(error)}")
+    found.trace = trace
+    return found
 
 
 def raised_by_verifier(error: BaseException) -> bool:

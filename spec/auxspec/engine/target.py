@@ -40,6 +40,29 @@ class PortBroken(Exception):
         self.at_start = at_start
 
 
+class NotRunnable(Exception):
+    """The target could not get the memory a valid call needs (it raised
+    ``MemoryError``, or a port process answered the protocol's ``resources``
+    error). The spec defines no outcome for that, so the input is not judged:
+    it is not runnable on this machine, never a divergence. ``trace``: the
+    trace it was running, once known (for the bytes it needs)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.trace: Any = None
+
+
+def bytes_needed(trace: Any) -> int:
+    """The most bytes a store of ``trace`` holds at once: its capacity or
+    every distinct key its puts store, whichever is fewer, times the object
+    size (what a store must be able to map to run it)."""
+    nbytes, max_bytes = trace.object_nbytes, trace.max_bytes
+    if type(nbytes) is not int or type(max_bytes) is not int or nbytes <= 0:
+        return 0
+    keys = {key for op in trace.ops if isinstance(getattr(op, "objects", None), tuple) for key, _ in op.objects}
+    return min(max_bytes // nbytes, len(keys)) * nbytes
+
+
 @dataclass(frozen=True)
 class Target:
     """A store implementation to verify: how to build one, how to see its
