@@ -495,8 +495,10 @@ class _Parked(Recorder):
     def __init__(self) -> None:
         super().__init__()
         self.gate = threading.Event()
+        self.entered = threading.Event()  # the writer is inside put, at the gate
 
     def put(self, objects: list[Any], *, retain_keys: Any = (), release_keys: Any = ()) -> None:
+        self.entered.set()
         if not self.gate.wait(HANG):
             raise TimeoutError("the gate was never opened")
         super().put(objects, retain_keys=retain_keys, release_keys=release_keys)
@@ -517,9 +519,12 @@ class _OwnerCall:
         store = BackgroundBlockObjectStore(inner, max_pending_batches=2)
         if self.parked:
             store.put([BlockObject("a", b"aa")])
-            end = time.monotonic() + HANG
-            while not store._s.busy and time.monotonic() < end:  # until the writer holds it
-                time.sleep(0.001)
+            # Until the writer is parked inside the inner put, not merely busy:
+            # it marks itself busy before it pops the batch, and an owner call
+            # that ran meanwhile took another path each run (a queue of one or
+            # two, a wake-up or none), so the Nth bytecode was not the same
+            # point from run to run and an injection could miss the call.
+            assert inner.entered.wait(HANG), "the writer never took batch a"
         else:
             inner.gate.set()
         self.made.append(store)
