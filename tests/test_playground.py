@@ -10,8 +10,6 @@ missing, except under CI, where a missing tool is a failure.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import importlib.util
 import json
 import logging
@@ -20,7 +18,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,17 +25,19 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from _site import CHROMIUM, DRIVER, chromium, mkdocs_build, served
 from auxspec import ReferenceStore, cli
 from auxspec.engine import traces
 from auxspec.engine.compare import apply
 from auxspec.engine.ops import Close, Get, Op, Put, ReadInto, Trace
-from auxspec.teach import playground
+from auxspec.engine.table import kind_of
+from auxspec.models import remote
+from auxspec.teach import playground, remote_play
+from auxspec.teach.play import Session, parse_op
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -83,9 +82,9 @@ def _state(snapshot: Any) -> dict[str, Any]:
     }
 
 
-def reference_run(profile: str, ops: list[Op]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def reference_run(profile: str, ops: list[Op], **sizes: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Each op's outcome (as a trace writes it) and the state after it, from the reference store."""
-    store = ReferenceStore(**SIZES, profile=profile)
+    store = ReferenceStore(**(sizes or SIZES), profile=profile)
     seen = []
     for op in ops:
         outcome = apply(store, op)
@@ -208,19 +207,13 @@ def _sections() -> list[tuple[str, str]]:
     return [(part.splitlines()[0], part) for part in parts]
 
 
-# What the playground cannot show: a reentrant call is made from caller code, which no command can hold;
-# the remote profile's outcomes depend on an outside engine's evictions, which the page has no engine for.
-NO_PLAYGROUND = {
-    "Reading the pictures",
-    "12. Calls from inside calls are refused",
-    "13. The remote profile: when an outside engine holds the objects",
-}
+NO_PLAYGROUND = {"Reading the pictures"}  # the key to the pictures: no rule, so no example
 
 
-def test_every_section_of_the_semantics_opens_the_playground_with_its_example() -> None:
-    sections = _sections()
-    assert len(sections) >= 12
-    for title, body in sections:
+def section_links() -> list[tuple[str, str, dict[str, Any]]]:
+    """Each section's title, its playground link's fragment and the session it decodes to."""
+    found = []
+    for title, body in _sections():
         links = re.findall(r"\]\(playground\.md#([^)]+)\)", body)
         if title in NO_PLAYGROUND:
             assert not links, title
@@ -228,11 +221,85 @@ def test_every_section_of_the_semantics_opens_the_playground_with_its_example() 
         assert len(links) == 1, f"section {title!r} has no playground link"
         fields = parse_qsl(links[0], keep_blank_values=True)  # as the page's URLSearchParams reads it
         given = dict(fields)
-        commands = [value for name, value in fields if name == "op"]
         assert set(given) == {"profile", "max_bytes", "object_nbytes", "op"}, title
-        sizes = {"max_bytes": int(given["max_bytes"]), "object_nbytes": int(given["object_nbytes"])}
-        view = json.loads(playground.view(_request(given["profile"], commands, **sizes)))
-        assert view["refused"] is None and len(view["steps"]) == len(commands) >= 2, title
+        session = {
+            "profile": given["profile"],
+            "max_bytes": int(given["max_bytes"]),
+            "object_nbytes": int(given["object_nbytes"]),
+            "commands": [value for name, value in fields if name == "op"],
+        }
+        found.append((title, links[0], session))
+    return found
+
+
+def _remote_replay(session: dict[str, Any]) -> list[tuple[list[str], dict[str, Any], dict[str, Any]]]:
+    """Each op of a remote session on the remote model itself: the outcomes it allows, the one the
+    link picks (``--outcome``, else the first) and the model's state after it."""
+    state = remote.new(session["max_bytes"], session["object_nbytes"])
+    assert isinstance(state, remote.State)
+    seen = []
+    play = Session(session["max_bytes"], session["object_nbytes"])
+    for command in session["commands"]:
+        words = command.split()
+        picked = words[words.index("--outcome") + 1] if "--outcome" in words else None
+        op = parse_op(play, words[: words.index("--outcome")] if picked else words)
+        allowed = kind_of(op).step(remote, state, op)
+        names = [remote_play.outcome_name(o) for o in allowed.outcomes()]
+        taken = allowed.outcomes()[names.index(picked) if picked else 0]
+        state = allowed.after(taken)
+        stored = {"objects": [[k, v.hex()] for k, v in state.objects], "gone": [list(g) for g in state.gone]}
+        seen.append((names, traces.outcome_to_json(taken), {**stored, "closed": state.closed}))
+    return seen
+
+
+def test_every_section_of_the_semantics_opens_the_playground_with_its_example() -> None:
+    links = section_links()
+    assert len(links) == len(_sections()) - len(NO_PLAYGROUND) >= 13
+    profiles = set()
+    for title, _, session in links:
+        profiles.add(session["profile"])
+        view = json.loads(playground.view(json.dumps(session)))
+        assert view["refused"] is None and len(view["steps"]) == len(session["commands"]) >= 2, title
+        got = [(step["outcome"], step["state"]) for step in view["steps"]]
+        if session["profile"] == "remote":
+            replayed = _remote_replay(session)
+            assert [step["allowed"] for step in view["steps"]] == [names for names, _, _ in replayed], title
+            assert got == [(outcome, state) for _, outcome, state in replayed], title
+            continue
+        # The decoded trace replayed on the reference store: each step the page shows is the store's.
+        vector = traces.loads(playground.export(json.dumps(session)))
+        sizes = {"max_bytes": session["max_bytes"], "object_nbytes": session["object_nbytes"]}
+        assert got == reference_run(session["profile"], list(vector.trace.ops), **sizes), title
+    assert profiles == {"strict", "upstream", "remote"}
+
+
+def test_section_12_shows_a_call_from_inside_a_call_refused() -> None:
+    """Its link's ops call back into the store from their key lists; the reference store refuses each inner
+    call (compare.apply raises if one returns), the outer call goes on, and the page says why, with the rule."""
+    ((_, _, session),) = [link for link in section_links() if link[0].startswith("12.")]
+    view = json.loads(playground.view(json.dumps(session)))
+    forms = [getattr(op, "form", "list") for op in traces.loads(playground.export(json.dumps(session))).trace.ops]
+    assert {"reenter-close", "reenter-put", "reenter-get"} <= set(forms)
+    for step, form in zip(view["steps"], forms, strict=True):
+        if form.startswith("reenter-") and not step["state"]["closed"]:
+            assert "raises ReentrantCallError and changes nothing" in step["html"]
+            assert "section 12" in step["html"]
+    assert view["steps"][0]["state"] == {"entries": [["a", "6161"]], "references": [["a", 1]], "closed": False}
+    assert "never made" in view["steps"][-1]["html"]  # closed: the call fails before its caller code runs
+
+
+def test_remote_steps_offer_every_allowed_outcome_and_refuse_the_others() -> None:
+    base = {"profile": "remote", "max_bytes": 64, "object_nbytes": 2}
+    view = json.loads(playground.view(json.dumps({**base, "commands": ["put a", "get a", "get a --outcome missing"]})))
+    assert [step["allowed"] for step in view["steps"]] == [["ok", "capacity"], ["ok", "missing"], ["ok", "missing"]]
+    assert view["steps"][-1]["state"]["objects"] == []  # a single key seen missing is gone for good
+    commands = ["put a", "get a --outcome missing", "get a --outcome ok"]
+    after = json.loads(playground.view(json.dumps({**base, "commands": commands})))
+    assert after["refused"]["index"] == 2 and "allows missing" in after["refused"]["why"]  # R3: it never comes back
+    for command, why in (("len", "not part of the remote profile"), ("get a --from-inside put", "no call from inside")):
+        refused = json.loads(playground.view(json.dumps({**base, "commands": ["put a", command]})))["refused"]
+        assert refused["index"] == 1 and why in refused["why"]
+    assert playground.export(json.dumps({**base, "commands": ["put a"]})) == playground.NO_VECTOR
 
 
 # --------------------------------------------------------------- the build step
@@ -264,11 +331,7 @@ def test_without_npm_the_site_builds_and_leaves_the_runtime_out(
 # --------------------------------------------------------------- the browser
 
 
-def _tool(*names: str) -> str | None:
-    return next((found for name in names if (found := shutil.which(name))), None)
-
-
-CHROMIUM, DRIVER, NPM = _tool("chromium", "chromium-browser"), _tool("chromedriver"), _tool("npm")
+NPM = shutil.which("npm")
 
 
 def _need_tools() -> None:
@@ -285,69 +348,23 @@ def _need_tools() -> None:
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _need_tools()
     built = tmp_path_factory.mktemp("site")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mkdocs",
-            "build",
-            "--strict",
-            "--config-file",
-            str(ROOT / "mkdocs.yml"),
-            "-d",
-            str(built),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-        timeout=600,
-        check=False,
-    )
+    done = mkdocs_build(built, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     runtime = built / "playground" / "runtime.json"
     assert runtime.is_file(), f"the build did not vendor the playground's runtime:\n{done.stderr}"
     return built
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def server(site: Path) -> Iterator[str]:
     """The built site over HTTP on the loopback interface, for this module's tests only."""
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=10)
+    with served(site) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser(server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    options = webdriver.ChromeOptions()
-    assert CHROMIUM is not None and DRIVER is not None
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-        "--window-size=1000,1600",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)
+    driver = chromium(tmp_path_factory.mktemp("chromium-profile"), "1000,1600")
     try:
         yield driver
     finally:

@@ -97,6 +97,7 @@
     history.replaceState(null, '', link);
     $('pg-share').href = link;
     $('pg-vector').textContent = exported(session);
+    $('pg-download').disabled = session.profile === 'remote'; // no vector holds a choice of outcomes
     $('pg-undo').disabled = session.commands.length === 0;
     show(current === null ? shown.steps.length - 1 : current);
   }
@@ -124,13 +125,18 @@
 
   // What each op button types: the same command lines as `auxspec play`.
   const BUTTONS = {
-    'pg-put': () => ['put', ...words('pg-keys'), ...flag('--retain', 'pg-retain'), ...flag('--release', 'pg-release')],
-    'pg-get': () => ['get', ...words('pg-keys')],
-    'pg-read': () => ['read', ...words('pg-keys')],
+    'pg-put': () => ['put', ...words('pg-keys'), ...flag('--retain', 'pg-retain'), ...flag('--release', 'pg-release'), ...inside()],
+    'pg-get': () => ['get', ...words('pg-keys'), ...inside()],
+    'pg-read': () => ['read', ...words('pg-keys'), ...inside()],
     'pg-retain-op': () => ['retain', ...words('pg-keys')],
     'pg-release-op': () => ['release', ...words('pg-keys')],
     'pg-close': () => ['close'],
   };
+  // Section 12: the key list or batch is a generator that first calls the store again.
+  function inside() {
+    const call = $('pg-inside').value;
+    return call ? ['--from-inside', call] : [];
+  }
   function flag(name, id) {
     const given = words(id);
     return given.length ? [name, ...given] : [];
@@ -180,6 +186,16 @@
         return;
       }
       apply({ ...session, max_bytes: capacity * size, object_nbytes: size });
+    }));
+    // Remote profile: a step's allowed outcomes are buttons; one replays the session with the engine's pick.
+    $('pg-steps').addEventListener('click', guard((e) => {
+      const button = e.target.closest('button.pg-branch');
+      if (!button) return;
+      const index = Number(button.closest('section.step').dataset.step) - 1;
+      const commands = [...session.commands];
+      commands[index] = commands[index].replace(/\s+--outcome\s+\S+$/, '') + ' --outcome ' + button.dataset.outcome;
+      apply({ ...session, commands });
+      show(index);
     }));
     $('pg-download').addEventListener('click', () => {
       const blob = new Blob([$('pg-vector').textContent], { type: 'application/x-ndjson' });
