@@ -22,7 +22,7 @@ from html import escape
 from typing import Any, cast
 
 from auxspec.engine import traces
-from auxspec.engine.ops import REENTRANT_FORMS, Close, Contains, Get, Op, Put, ReadInto
+from auxspec.engine.ops import REENTRANT_FORMS, Op
 from auxspec.engine.table import kind_of
 from auxspec.models import remote
 from auxspec.models.sequential import Err, Outcome
@@ -31,8 +31,8 @@ from auxspec.teach.timeline import call_text, outcome_text
 
 PROFILE = remote.PROFILE
 OUTCOME = "--outcome"
-# The calls the remote profile defines; len() and stats() are not part of it (an engine is shared).
-DEFINED = (Put, Get, ReadInto, Contains, Close)
+# The op table's rows the remote profile defines; len() and stats() are not part of it (an engine is shared).
+DEFINED = frozenset({"put", "get", "read_into", "contains", "close"})
 RULES = {
     "ok": "R1/R2: the whole batch stored, or every object read with its last payload",
     "missing": "R1': the engine may have evicted any of the keys read since the last call; the read fails whole",
@@ -72,7 +72,7 @@ def _split_outcome(words: list[str]) -> tuple[list[str], str | None]:
 
 def _op(session: Session, words: list[str]) -> Op:
     op = parse_op(session, words)
-    if not isinstance(op, DEFINED):
+    if kind_of(op).name not in DEFINED:
         raise Refused(f"{words[0]} is not part of the remote profile (section 13: no client of a shared engine counts)")
     if getattr(op, "form", "list") in REENTRANT_FORMS:
         raise Refused("the remote profile defines no call from inside a call (section 12 is strict and upstream's)")

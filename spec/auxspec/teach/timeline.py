@@ -290,7 +290,7 @@ def reentry_note(op: Op, closed: bool) -> str | None:
     if form not in REENTRANT_FORMS:
         return None
     inner = _INNER_CALLS[form]
-    outer = "put" if isinstance(op, Put) else "read_into" if isinstance(op, ReadInto) else "get_concatenated"
+    outer = {"get": "get_concatenated"}.get(kind_of(op).name, kind_of(op).name)  # the method's name
     if closed:
         return f"the store is closed: {outer}() fails before its caller code runs, so {inner} is never made"
     return (
