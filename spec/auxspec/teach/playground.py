@@ -9,6 +9,13 @@ last line and the page holds no store state of its own. Each step comes back
 as the HTML section ``auxspec explain --html`` draws for it, with the model's
 state after it, so a test can hold the page against the reference model.
 
+``--from-inside CALL`` on a put, get or read makes its batch or key list a
+generator that first calls the store again (the op alphabet's reentrant
+forms; the step says the inner call is refused, semantics.md section 12).
+The ``remote`` profile (section 13) has no single outcome per call: its
+sessions go to ``remote_play``, whose steps list every outcome the model
+allows and take the one ``--outcome`` names.
+
 Only the standard library is imported on this path (no ``rich``, no
 ``hypothesis``): the page loads this module from the built wheel.
 """
