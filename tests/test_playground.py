@@ -555,6 +555,15 @@ def test_each_section_link_preloads_its_example(browser: Any, server: str) -> No
     browser.get(f"{server}/playground/")
     _wait(browser, lambda d: _root(d).get_attribute("data-state") != "loading", 120)
     assert _root(browser).get_attribute("data-state") == "ready", browser.find_element(By.ID, "pg-message").text
+    # The page's own control for section 12: a put whose batch calls close() on the store first.
+    browser.find_element(By.ID, "pg-keys").send_keys("a")
+    Select(browser.find_element(By.ID, "pg-inside")).select_by_value("close")
+    browser.find_element(By.ID, "pg-put").click()
+    _wait(browser, lambda d: _steps(d) == 1)
+    assert browser.find_element(By.CSS_SELECTOR, "#pg-history button").text.startswith("put a --from-inside close")
+    first = _shown(browser, 1)
+    assert "close() on the same store: that inner call raises ReentrantCallError" in first["text"]
+    assert first["state"] == {"entries": [["a", "6161"]], "references": [], "closed": False}  # the put went on
     for title, fragment, session in section_links():
         browser.get(f"{server}/playground/#{fragment}")
         header = f"profile={session['profile']!r}"
