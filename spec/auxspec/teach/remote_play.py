@@ -79,7 +79,7 @@ def _op(session: Session, words: list[str]) -> Op:
     return op
 
 
-def _section(number: int, command: str, op: Op, allowed: remote.Allowed, taken: Outcome, after: remote.State) -> str:
+def _section(number: int, op: Op, allowed: remote.Allowed, taken: Outcome, after: remote.State) -> str:
     choices = []
     for outcome in allowed.outcomes():
         name = outcome_name(outcome)
@@ -111,6 +111,7 @@ def run(max_bytes: int, object_nbytes: int, commands: list[str]) -> Run:
     header = f"store(max_bytes={max_bytes!r}, object_nbytes={object_nbytes!r}, profile='remote')"
     if isinstance(built, Err):
         return f"{header}: not built: {outcome_text(built)}", None, [], None, []
+    header += ": the engine decides what fits and what stays"
     state: remote.State = built
     session = Session(max_bytes, object_nbytes, "strict")  # parse_op only reads the object size
     steps: list[dict[str, Any]] = []
@@ -123,12 +124,9 @@ def run(max_bytes: int, object_nbytes: int, commands: list[str]) -> Run:
             op = _op(session, words)
             allowed = cast(remote.Allowed, kind_of(op).step(remote, cast(Any, state), op))  # as drivers.remote steps
             names = [outcome_name(o) for o in allowed.outcomes()]
-            taken = allowed.outcomes()[0] if wanted is None else None
-            if wanted is not None:
-                if wanted not in names:
-                    raise Refused(f"the remote profile allows {' or '.join(names)} here, not {wanted!r}")
-                taken = allowed.outcomes()[names.index(wanted)]
-            assert taken is not None
+            if wanted is not None and wanted not in names:
+                raise Refused(f"the remote profile allows {' or '.join(names)} here, not {wanted!r}")
+            taken = allowed.outcomes()[0 if wanted is None else names.index(wanted)]
         except (Refused, ValueError) as why:
             refused = {"index": index, "command": command, "why": str(why)}
             return header, max_bytes // object_nbytes, steps, refused, ops
@@ -143,7 +141,7 @@ def run(max_bytes: int, object_nbytes: int, commands: list[str]) -> Run:
                 "allowed": names,
                 "evicted": [],
                 "state": _state_json(after),
-                "html": _section(index + 1, command, op, allowed, taken, after),
+                "html": _section(index + 1, op, allowed, taken, after),
             }
         )
         ops.append(op)
