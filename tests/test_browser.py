@@ -7,7 +7,6 @@ different picture."""
 
 from __future__ import annotations
 
-import shutil
 import struct
 import zlib
 from collections.abc import Iterator
@@ -15,27 +14,17 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
+from _site import CHROMIUM, DRIVER, chromium
 from auxspec import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 TEACHING_TRACE = ROOT / "docs" / "tour" / "recency.jsonl"  # put a b c; get a; put d (evicts b)
 
 
-def _find(*names: str) -> str | None:
-    for name in names:
-        found = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").is_file() else None)
-        if found:
-            return found
-    return None
-
-
-CHROMIUM = _find("chromium", "chromium-browser")
-DRIVER = _find("chromedriver")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None or DRIVER is None,
     reason="headless Chromium not found (apt-get install chromium chromium-driver; .ci/run does this)",
@@ -89,25 +78,7 @@ def colours(png: bytes) -> set[tuple[int, int, int]]:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
-    options = webdriver.ChromeOptions()
-    assert CHROMIUM is not None and DRIVER is not None
-    options.binary_location = CHROMIUM
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={profile}",
-        "--window-size=1100,900",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)
+    driver = chromium(tmp_path_factory.mktemp("chromium-profile"), "1100,900")
     try:
         yield driver
     finally:

@@ -141,6 +141,7 @@ RULES: list[tuple[str, Plan]] = [
     (r"fuzz/coverage --check --with-faults", Elsewhere("tests/test_fuzz_corpus.py", "--with-faults")),
     (r"^AUXSTORE_REDIS_URL=", Elsewhere("tests/test_remote_redis.py", '"auxstore.remote:RedisBlockObjectStore"')),
     (r"tests/ports/subtle/measure\.py", Elsewhere("tests/test_doc_commands.py", "test_measure_runs")),
+    (r"tools/playground/measure_load\.py", Elsewhere("tests/test_playground.py", "tools/playground/measure_load.py")),
     # A tiny port that passes the first exercise only (docs/exercises.md).
     (r"^auxspec verify myport\.py --max-time", Run(1, "the exercises' tiny port passes only the first exercise")),
     (r"^auxspec explain divergence\.jsonl --target", Run(1, "the port still diverges there: explain says so")),

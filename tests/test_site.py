@@ -5,10 +5,8 @@ spec's, and the `auxspec explain` / `auxspec play` commands the pages show run."
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from _site import mkdocs_build
 from auxspec import cli
 from auxspec.teach import tour
 
@@ -53,26 +52,7 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page() -> None:
 @pytest.mark.timeout(300)
 def test_mkdocs_build_strict(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mkdocs",
-            "build",
-            "--strict",
-            "--config-file",
-            str(ROOT / "mkdocs.yml"),
-            "-d",
-            str(site),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=280,
-        check=False,
-    )
+    done = mkdocs_build(site)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "WARNING" not in done.stderr, done.stderr
     tour_page = (site / "tour" / "index.html").read_text(encoding="utf-8")

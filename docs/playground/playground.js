@@ -97,6 +97,7 @@
     history.replaceState(null, '', link);
     $('pg-share').href = link;
     $('pg-vector').textContent = exported(session);
+    $('pg-download').disabled = session.profile === 'remote'; // no vector holds a choice of outcomes
     $('pg-undo').disabled = session.commands.length === 0;
     show(current === null ? shown.steps.length - 1 : current);
   }
@@ -124,13 +125,18 @@
 
   // What each op button types: the same command lines as `auxspec play`.
   const BUTTONS = {
-    'pg-put': () => ['put', ...words('pg-keys'), ...flag('--retain', 'pg-retain'), ...flag('--release', 'pg-release')],
-    'pg-get': () => ['get', ...words('pg-keys')],
-    'pg-read': () => ['read', ...words('pg-keys')],
+    'pg-put': () => ['put', ...words('pg-keys'), ...flag('--retain', 'pg-retain'), ...flag('--release', 'pg-release'), ...inside()],
+    'pg-get': () => ['get', ...words('pg-keys'), ...inside()],
+    'pg-read': () => ['read', ...words('pg-keys'), ...inside()],
     'pg-retain-op': () => ['retain', ...words('pg-keys')],
     'pg-release-op': () => ['release', ...words('pg-keys')],
     'pg-close': () => ['close'],
   };
+  // Section 12: the key list or batch is a generator that first calls the store again.
+  function inside() {
+    const call = $('pg-inside').value;
+    return call ? ['--from-inside', call] : [];
+  }
   function flag(name, id) {
     const given = words(id);
     return given.length ? [name, ...given] : [];
@@ -181,6 +187,16 @@
       }
       apply({ ...session, max_bytes: capacity * size, object_nbytes: size });
     }));
+    // Remote profile: a step's allowed outcomes are buttons; one replays the session with the engine's pick.
+    $('pg-steps').addEventListener('click', guard((e) => {
+      const button = e.target.closest('button.pg-branch');
+      if (!button) return;
+      const index = Number(button.closest('section.step').dataset.step) - 1;
+      const commands = [...session.commands];
+      commands[index] = commands[index].replace(/\s+--outcome\s+\S+$/, '') + ' --outcome ' + button.dataset.outcome;
+      apply({ ...session, commands });
+      show(index);
+    }));
     $('pg-download').addEventListener('click', () => {
       const blob = new Blob([$('pg-vector').textContent], { type: 'application/x-ndjson' });
       const a = document.createElement('a');
@@ -218,20 +234,38 @@
   async function boot() {
     root.dataset.state = 'loading';
     say('loading Python and the spec…', '');
+    // Pyodide's script and the manifest at once (the page's preload hints have started the big files).
+    const script = loadScript(new URL('pyodide/pyodide.js', base).href);
     const answer = await fetch(new URL('runtime.json', base));
     if (!answer.ok) throw new Error('this build of the site has no playground runtime (tools/playground/build.py vendors it)');
     const runtime = await answer.json();
-    const wheel = fetch(new URL(runtime.wheel, base)).then((r) => {
-      if (!r.ok) throw new Error('cannot fetch ' + runtime.wheel);
+    const bytes = (name) => fetch(new URL(name, base)).then((r) => {
+      if (!r.ok) throw new Error('cannot fetch ' + name);
       return r.arrayBuffer();
     });
-    await loadScript(new URL('pyodide/pyodide.js', base).href);
-    const pyodide = await globalThis.loadPyodide({ indexURL: new URL('pyodide/', base).href });
-    // Milliseconds from the start of navigation (tools/playground/measure.py reads them).
-    root.dataset.pythonMs = String(Math.round(performance.now()));
-    pyodide.unpackArchive(await wheel, 'wheel');
+    // The snapshot is served gzipped (25 MB to 6 MB) whatever the server does; the browser inflates it.
+    const gunzipped = (name) => fetch(new URL(name, base)).then((r) => {
+      if (!r.ok) throw new Error('cannot fetch ' + name);
+      return new Response(r.body.pipeThrough(new DecompressionStream('gzip'))).arrayBuffer();
+    });
+    const wheel = bytes(runtime.wheel);
+    await script;
+    // Marks: milliseconds from the start of navigation (tools/playground/measure_load.py reads them).
+    performance.mark('pg-pyodide-js');
+    const options = { indexURL: new URL('pyodide/', base).href };
+    // The snapshot holds Python started with the spec imported (tools/playground/snapshot.js), so
+    // the first view needs no file of the wheel: it is unpacked after it (for a module imported
+    // later). Without a snapshot Python imports the spec from the wheel first.
+    if (runtime.snapshot) options._loadSnapshot = gunzipped(runtime.snapshot);
+    const pyodide = await globalThis.loadPyodide(options);
+    performance.mark('pg-python');
+    const unpack = async () => {
+      pyodide.unpackArchive(await wheel, 'wheel');
+      performance.mark('pg-wheel');
+    };
+    if (!runtime.snapshot) await unpack();
     api = pyodide.pyimport('auxspec.teach.playground');
-    root.dataset.importMs = String(Math.round(performance.now()));
+    performance.mark('pg-import');
     wire();
     try {
       apply(session);
@@ -240,8 +274,9 @@
       apply({ ...DEFAULT });
       say('this link holds no session the playground can replay: ' + error.message.trim().split('\n').pop(), 'refused');
     }
-    root.dataset.loadMs = String(Math.round(performance.now()));
+    performance.mark('pg-ready');
     root.dataset.state = 'ready';
+    if (runtime.snapshot) setTimeout(() => unpack().catch((error) => say('the wheel: ' + error.message, 'refused')), 0);
   }
 
   boot().catch((error) => {

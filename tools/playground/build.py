@@ -3,9 +3,15 @@ offline from any static server: Pyodide (fetched with ``npm pack`` from the
 npm registry) and the ``auxstore`` wheel built from this repository, whose
 ``auxspec.teach.playground`` the page imports.
 
-Both are cached under ``build/playground/`` (ignored by git): Pyodide per
-version, the wheel per content hash of what goes into it. Nothing of either
-is committed.
+Where Node is installed (npm brings it), it also vendors a memory snapshot
+of Pyodide with the spec imported (``tools/playground/snapshot.js``): the
+page starts from it instead of initialising CPython and compiling the
+spec's modules, most of a first visit's CPU time (docs/performance.md,
+"The playground's first visit"). Without Node the page starts Python itself.
+
+All three are cached under ``build/playground/`` (ignored by git): Pyodide
+per version, the wheel per content hash of what goes into it, the snapshot
+per both. Nothing of them is committed.
 
 It runs two ways: as a MkDocs hook (mkdocs.yml ``hooks:``), after every
 build; and by hand, ``python tools/playground/build.py SITE_DIR``. Where npm
@@ -15,9 +21,11 @@ so); the command fails.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -37,6 +45,8 @@ PYODIDE_FILES = ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "python_std
 # What goes into the wheel (pyproject.toml's wheel target, its readme and force-include).
 WHEEL_INPUTS = ("pyproject.toml", "README.md", "LICENSE", "docs/protocol.md", "impl/auxstore", "spec/auxspec")
 SITE_FOLDER = "playground"  # docs/playground.md is served from <site>/playground/
+SNAPSHOT = "python.snapshot.gz"  # its name in the site (the page's preload hint names it); gzip: 25 MB to 6 MB
+SNAPSHOT_MAKER = Path(__file__).with_name("snapshot.js")
 MANIFEST = "runtime.json"  # what the page reads to find the wheel
 
 log = logging.getLogger("mkdocs.plugins.playground")
@@ -126,16 +136,60 @@ def wheel() -> Path:
     return folder / made.name
 
 
+def snapshot(runtime: Path, built: Path) -> Path | None:
+    """Pyodide's memory snapshot after importing the page's module from ``built``, made with Node
+    once per Pyodide version and wheel; None where Node is missing or the snapshot fails (logged)."""
+    folder = CACHE / f"snapshot-{PYODIDE_VERSION}-{built.parent.name}"
+    if (folder / SNAPSHOT).is_file():
+        return folder / SNAPSHOT
+    shutil.rmtree(folder, ignore_errors=True)  # left by a build that named the snapshot otherwise
+    node = shutil.which("node")
+    if node is None:
+        log.info("playground: node not found, so no Python snapshot: the page starts Python itself (slower)")
+        return None
+    CACHE.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=CACHE))
+    # -e, not a path: Emscripten records the program's path (argv[1]) in the memory the snapshot holds.
+    command = [node, "-e", SNAPSHOT_MAKER.read_text(encoding="utf-8"), "--", "auxstore-playground"]
+    done = subprocess.run(
+        [*command, str(runtime), str(built), str(partial / "python.snapshot")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        env={"PATH": os.environ.get("PATH", "")},  # nothing of the build's environment to record
+    )
+    if done.returncode == 0:
+        raw = partial / "python.snapshot"
+        (partial / SNAPSHOT).write_bytes(gzip.compress(raw.read_bytes(), compresslevel=6, mtime=0))
+        raw.unlink()
+    else:
+        shutil.rmtree(partial, ignore_errors=True)
+        log.info("playground: the Python snapshot failed, the page starts Python itself: %s", done.stderr[-1000:])
+        return None
+    _settle(partial, folder)
+    for old in CACHE.glob("snapshot-*"):
+        if old != folder:
+            shutil.rmtree(old, ignore_errors=True)
+    return folder / SNAPSHOT
+
+
 def vendor(site: Path) -> Path:
-    """Copy Pyodide and the wheel into ``site``'s playground folder; returns that folder."""
+    """Copy Pyodide, the wheel and the snapshot into ``site``'s playground folder; returns that folder."""
     target = site / SITE_FOLDER
     target.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(pyodide(), target / "pyodide", dirs_exist_ok=True)
+    runtime = pyodide()
+    shutil.copytree(runtime, target / "pyodide", dirs_exist_ok=True)
     built = wheel()
     for old in target.glob("auxstore-*.whl"):
         old.unlink()
     shutil.copy2(built, target / built.name)
-    manifest = {"pyodide": PYODIDE_VERSION, "wheel": built.name}
+    made = snapshot(runtime, built)
+    if made is not None:
+        shutil.copy2(made, target / SNAPSHOT)
+    else:
+        (target / SNAPSHOT).unlink(missing_ok=True)  # one from an earlier build would not match this wheel
+    manifest = {"pyodide": PYODIDE_VERSION, "wheel": built.name, "snapshot": SNAPSHOT if made else None}
     (target / MANIFEST).write_text(json.dumps(manifest) + "\n", encoding="utf-8")
     return target
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from auxspec.engine import traces
-from auxspec.engine.ops import Close, Contains, Flush, Get, Len, Op, Put, ReadInto, Stats, Trace
+from auxspec.engine.ops import REENTRANT_FORMS, Close, Contains, Flush, Get, Len, Op, Put, ReadInto, Stats, Trace
 from auxspec.models.sequential import PROFILES
 from auxspec.teach.timeline import Step, Timeline, call_text, timeline
 
@@ -29,6 +29,8 @@ ops (keys are words; a put's payload is the key repeated, or give key=HEX):
   retain a [b ...]  /  release a [b ...]       only pins (a put with no objects)
   get a [b ...]                                get_concatenated
   read a [b ...] [--buffer N]                  read_into a buffer of N bytes (default: just enough)
+  put/get/read ... --from-inside CALL          the batch or key list is a generator that first calls
+                                               CALL (put, get or close) on the same store (section 12)
   in a  /  len  /  stats  /  flush             look without touching
   close
 session:
@@ -100,22 +102,37 @@ def _object(session: Session, word: str) -> tuple[str, bytes]:
         raise Refused(f"{data!r} is not hex (in {word!r})") from None
 
 
+INSIDE = "--from-inside"
+INNER_CALLS = tuple(form.removeprefix("reenter-") for form in REENTRANT_FORMS)
+
+
+def _form(options: dict[str, list[str]]) -> str:
+    """The op's form: ``list``, or the reentrant form ``--from-inside CALL`` names."""
+    given = options.get(INSIDE, [])
+    if not given:
+        return "list"
+    if len(given) != 1 or given[0] not in INNER_CALLS:
+        raise Refused(f"{INSIDE} takes one of {', '.join(INNER_CALLS)}: the call the caller code makes")
+    return f"reenter-{given[0]}"
+
+
 def parse_op(session: Session, words: list[str]) -> Op:
     """The op a command line stands for."""
     name, rest = words[0], words[1:]
     if name == "put":
-        keys, pins = _split(rest, ("--retain", "--release"))
+        keys, pins = _split(rest, ("--retain", "--release", INSIDE))
         objects = tuple(_object(session, word) for word in keys)
-        return Put(objects, tuple(pins["--retain"]), tuple(pins["--release"]))
+        return Put(objects, tuple(pins["--retain"]), tuple(pins["--release"]), form=_form(pins))
     if name in ("retain", "release"):
         keys, _ = _split(rest, ())
         if not keys:
             raise Refused(f"{name} needs at least one key")
         return Put((), tuple(keys)) if name == "retain" else Put((), (), tuple(keys))
     if name == "get":
-        return Get(tuple(_split(rest, ())[0]))
+        keys, options = _split(rest, (INSIDE,))
+        return Get(tuple(keys), form=_form(options))
     if name == "read":
-        keys, options = _split(rest, ("--buffer",))
+        keys, options = _split(rest, ("--buffer", INSIDE))
         size = len(keys) * session.object_nbytes
         if options["--buffer"]:
             try:
@@ -124,7 +141,7 @@ def parse_op(session: Session, words: list[str]) -> Op:
                 raise Refused("--buffer takes a number of bytes") from None
             if size < 0:
                 raise Refused("--buffer takes a number of bytes")
-        return ReadInto(tuple(keys), size)
+        return ReadInto(tuple(keys), size, form=_form(options))
     if name == "in":
         if len(rest) != 1:
             raise Refused("in takes one key")

@@ -9,6 +9,13 @@ last line and the page holds no store state of its own. Each step comes back
 as the HTML section ``auxspec explain --html`` draws for it, with the model's
 state after it, so a test can hold the page against the reference model.
 
+``--from-inside CALL`` on a put, get or read makes its batch or key list a
+generator that first calls the store again (the op alphabet's reentrant
+forms; the step says the inner call is refused, semantics.md section 12).
+The ``remote`` profile (section 13) has no single outcome per call: its
+sessions go to ``remote_play``, whose steps list every outcome the model
+allows and take the one ``--outcome`` names.
+
 Only the standard library is imported on this path (no ``rich``, no
 ``hypothesis``): the page loads this module from the built wheel.
 """
@@ -22,11 +29,17 @@ from typing import Any
 from auxspec.engine import traces
 from auxspec.engine.ops import Trace
 from auxspec.models.sequential import PROFILES, State
+from auxspec.teach import remote_play
 from auxspec.teach.html import legend, step_section
 from auxspec.teach.play import Refused, Session, parse_op
 from auxspec.teach.timeline import Timeline, timeline
 
 TITLE = "playground"
+PAGE_PROFILES = (*PROFILES, remote_play.PROFILE)
+NO_VECTOR = (
+    "the remote profile has no vector file: it allows several outcomes per call, and a vector expects one; "
+    "docs/remote.md judges a remote store against it"
+)
 MAX_COMMANDS = 200  # a session longer than this is refused: each call replays all of it
 
 
@@ -38,8 +51,8 @@ def _session(request: Any) -> tuple[Session, list[str]]:
     if not isinstance(request, dict):
         raise BadSession("a session is a JSON object")
     profile, commands = request.get("profile"), request.get("commands", [])
-    if profile not in PROFILES:
-        raise BadSession(f"profile is one of {', '.join(PROFILES)}, not {profile!r}")
+    if profile not in PAGE_PROFILES:
+        raise BadSession(f"profile is one of {', '.join(PAGE_PROFILES)}, not {profile!r}")
     sizes: list[int] = []
     for name in ("max_bytes", "object_nbytes"):
         size = request.get(name)
@@ -103,6 +116,10 @@ def view(request_json: str) -> str:
     """The session ``request_json`` describes, step by step (see the module
     docstring). A command the session cannot act on ends it and comes back
     as ``refused``, with the reason ``auxspec play`` gives."""
+    session, commands = _session(json.loads(request_json))
+    if session.profile == remote_play.PROFILE:
+        header, capacity, steps, refused, _ = remote_play.run(session.max_bytes, session.object_nbytes, commands)
+        return json.dumps({"header": header, "capacity": capacity, "steps": steps, "refused": refused, "legend": ""})
     _, line, steps, refused = _run(request_json)
     return json.dumps(
         {"header": line.header, "capacity": line.capacity, "steps": steps, "refused": refused, "legend": legend()}
@@ -112,7 +129,10 @@ def view(request_json: str) -> str:
 def export(request_json: str, name: str = "playground") -> str:
     """The session's applied commands as a vector file (the trace format,
     with the spec's expected outcomes), which ``auxspec reproduce`` and
-    ``auxspec verify TARGET --vectors FILE`` replay."""
+    ``auxspec verify TARGET --vectors FILE`` replay. Under ``remote``, which
+    no vector can hold, the reason why not (``NO_VECTOR``)."""
+    if json.loads(request_json).get("profile") == remote_play.PROFILE:
+        return NO_VECTOR
     session, _, steps, _ = _run(request_json)
     trace = session.trace
     kept = Trace(trace.profile, trace.max_bytes, trace.object_nbytes, trace.ops[: len(steps)])

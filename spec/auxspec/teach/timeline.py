@@ -18,7 +18,7 @@ from itertools import chain, islice
 from typing import cast
 
 from auxspec.engine.fields import model_items, model_keys
-from auxspec.engine.ops import BAD_OBJECT, Bad, Get, KeyList, Op, Put, ReadInto, Trace
+from auxspec.engine.ops import BAD_OBJECT, REENTRANT_FORMS, Bad, Get, KeyList, Op, Put, ReadInto, Trace
 from auxspec.engine.table import describe, kind_of
 from auxspec.engine.table import step as spec_step
 from auxspec.models import sequential as model
@@ -279,8 +279,35 @@ def _step(
     )
 
 
+_INNER_CALLS = {"reenter-put": "put([])", "reenter-get": "get_concatenated([])", "reenter-close": "close()"}
+
+
+def reentry_note(op: Op, closed: bool) -> str | None:
+    """What the caller code of a reentrant form (``--from-inside``) meets, by
+    semantics.md section 12; None for any other form. The model's outcome is
+    the outer call's: the refused inner call changes nothing."""
+    form = getattr(op, "form", "list")
+    if form not in REENTRANT_FORMS:
+        return None
+    inner = _INNER_CALLS[form]
+    outer = {"get": "get_concatenated"}.get(kind_of(op).name, kind_of(op).name)  # the method's name
+    if closed:
+        return f"the store is closed: {outer}() fails before its caller code runs, so {inner} is never made"
+    return (
+        f"caller code inside {outer}() (the generator it iterates) calls {inner} on the same store: "
+        f"that inner call raises ReentrantCallError and changes nothing (section 12: calls from inside calls "
+        f"are refused); the caller code swallows the error, so {outer}() goes on as if it had not been made"
+    )
+
+
 def view(state: State, op: Op, number: int = 1) -> Step:
     """What ``op`` does to ``state``: the ``Step`` a learner sees."""
+    step = _view(state, op, number)
+    note = reentry_note(op, state.closed)
+    return step if note is None else replace(step, notes=(note, *step.notes))
+
+
+def _view(state: State, op: Op, number: int) -> Step:
     before = _row("before", state)
     try:
         after, outcome = spec_step(state, op)
