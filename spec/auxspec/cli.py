@@ -42,6 +42,7 @@ from auxspec.teach.timeline import ROW_ENDS, some
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
 DEFAULT_TIME = 30.0  # --max-time without --max-traces
+REMOTE_DEFAULT_TIME = 60.0  # the same under --profile remote: each call is a round trip to the server, and more
 COUNT_CAP = 3600.0  # --max-time's default under --max-traces: a guard, not the budget
 LABEL = 120  # the most of a target's label the first line shows (cut in its middle)
 BACKGROUND_SHARE = 20  # --max-traces N gives the background search N / this scenarios (each runs a thread)
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=("strict", "upstream", "remote"),
         default="strict",
         help="remote: a store whose objects a Redis server holds (AUXSTORE_REDIS_URL; docs/remote.md); its "
-        "search only (no vectors, small scope, depth, large stores or background phase)",
+        f"search only (no vectors, small scope, depth, large stores or background phase), for "
+        f"--max-time (default {REMOTE_DEFAULT_TIME:g}) or --max-traces",
     )
     check.add_argument(
         "--max-time",
@@ -212,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
 def _verify(args: argparse.Namespace) -> int:
     if args.max_time is None:
         args.max_time = COUNT_CAP if args.max_traces is not None else DEFAULT_TIME
+        if args.profile == "remote" and args.max_traces is None:
+            args.max_time = REMOTE_DEFAULT_TIME
     if args.profile == "remote":
         return _verify_remote(args)
     report: dict[str, Any] = {"profile": args.profile}

@@ -51,7 +51,9 @@ class Violation:
 
     def render(self) -> str:
         lines = [f"store({self.trace.max_bytes!r}, {self.trace.object_nbytes!r})"]
-        lines += [f"  {describe(op)}" for op in self.trace.ops[: self.index + 1]]
+        for number, op in enumerate(self.trace.ops[: self.index + 1]):
+            returned = f" -> {_show(self.seen[number])}" if number < len(self.seen) else ""
+            lines.append(f"  {describe(op)}{returned}")
         shown = ", ".join(_show(outcome) for outcome in self.allowed)
         lines.append(f"the last call gave {self.observed}; the remote profile allows only: {shown}")
         return "\n".join(lines)

@@ -285,6 +285,11 @@ def explain(path: Path) -> list[str]:
     trace = given.trace
     lines = [f"{path.name}: a remote counterexample written by auxspec verify on {given.target}"]
     state = remote.new(binding.as_size(trace.max_bytes), binding.as_size(trace.object_nbytes))
+    if given.deletions is not None:
+        lines.append(
+            f"between calls verify deleted keys the store wrote, as an engine may (seed {given.deletions}, each key "
+            f"with probability {given.rate:g}): a read that failed missing met one"
+        )
     lines.append(f"store(max_bytes={trace.max_bytes!r}, object_nbytes={trace.object_nbytes!r}), profile remote")
     if not isinstance(state, remote.State):
         lines.append(f"     -> {_show(state)}: the store cannot be built; it returned {given.observed}")
