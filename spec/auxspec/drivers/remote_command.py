@@ -80,7 +80,7 @@ def is_counterexample(path: Path) -> bool:
     try:
         with traces.open_file(path) as stream:  # a FIFO nobody writes to reads as empty, not as a hang
             first = stream.readline(1 << 16)
-        header = json.loads(first)
+        header = traces.parse_json(first.decode("utf-8"))  # bounded depth: a hostile first line is no header
     except (OSError, ValueError):
         return False
     return isinstance(header, dict) and header.get("format") == FORMAT
@@ -90,7 +90,8 @@ def load(path: Path) -> Counterexample:
     """raises: TraceError"""
     where = str(path)
     try:
-        rows = [traces.parse_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        text = traces.read_bytes(path).decode("utf-8")  # within the trace files' size limit
+        rows = [traces.parse_json(line) for line in text.splitlines() if line.strip()]
     except (OSError, ValueError) as error:
         raise TraceError(f"{where}: cannot read: {error}") from None
     if not rows or not isinstance(rows[0], dict) or rows[0].get("format") != FORMAT:
