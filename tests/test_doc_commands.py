@@ -126,6 +126,7 @@ class NotRun:
 
 Plan = Run | Elsewhere | NotRun
 
+REMOTE_VERIFY = "tests/test_remote_verify.py"  # verify --profile remote needs a live server, which it starts
 # First match wins; each pattern is searched in the command as shown.
 RULES: list[tuple[str, Plan]] = [
     (r"^make test$", NotRun("the command that runs this suite: CI runs it (.ci/run)")),
@@ -139,7 +140,8 @@ RULES: list[tuple[str, Plan]] = [
     (r"stamina", NotRun("the stamina run, about 100 minutes of both cores; these fuzz/run flags run above")),
     (r"^make verify$", Elsewhere("tests/test_doc_commands.py", "test_make_verify_recipe_runs")),
     (r"fuzz/coverage --check --with-faults", Elsewhere("tests/test_fuzz_corpus.py", "--with-faults")),
-    (r"^AUXSTORE_REDIS_URL=", Elsewhere("tests/test_remote_redis.py", '"auxstore.remote:RedisBlockObjectStore"')),
+    (r"^AUXSTORE_REDIS_URL=\S+ auxspec verify --profile remote --exec", Elsewhere(REMOTE_VERIFY, '"--exec", _serve(')),
+    (r"^AUXSTORE_REDIS_URL=\S+ auxspec verify --profile remote", Elsewhere(REMOTE_VERIFY, '"remote", STORE')),
     (r"tests/ports/subtle/measure\.py", Elsewhere("tests/test_doc_commands.py", "test_measure_runs")),
     (r"tools/playground/measure_load\.py", Elsewhere("tests/test_playground.py", "tools/playground/measure_load.py")),
     # A tiny port that passes the first exercise only (docs/exercises.md).

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from auxspec import vectors
-from auxspec.drivers import gated, shrink, verify
+from auxspec.drivers import gated, remote_command, shrink, verify
 from auxspec.drivers import report as report_text
 from auxspec.drivers.fuzzing import signature
 from auxspec.drivers.protocol import ProtocolError, main_serve, parse_command, process_target
+from auxspec.drivers.redis_engine import EngineUnavailable as RedisEngineUnavailable
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
 from auxspec.engine.compare import Divergence, compare, show
@@ -51,6 +52,7 @@ from auxspec.teach.timeline import ROW_ENDS, some
 
 BUNDLED_VECTORS = Path(__file__).with_name("vectors")
 DEFAULT_TIME = 30.0  # --max-time without --max-traces
+REMOTE_DEFAULT_TIME = 60.0  # the same under --profile remote: each call is a round trip to the server, and more
 COUNT_CAP = 3600.0  # --max-time's default under --max-traces: a guard, not the budget
 LABEL = 120  # the most of a target's label the first line shows (cut in its middle)
 BACKGROUND_SHARE = 20  # --max-traces N gives the background search N / this scenarios (each runs a thread)
@@ -83,7 +85,14 @@ def main(argv: list[str] | None = None) -> int:
         help="verify a port process speaking docs/protocol.md (split as a shell would, not run by one)",
     )
     check.add_argument("--op-timeout", type=op_timeout, default=5.0, help="seconds a port process may take per op")
-    check.add_argument("--profile", choices=("strict", "upstream"), default="strict")
+    check.add_argument(
+        "--profile",
+        choices=("strict", "upstream", "remote"),
+        default="strict",
+        help="remote: a store whose objects a Redis server holds (AUXSTORE_REDIS_URL; docs/remote.md); its "
+        f"search only (no vectors, small scope, depth, large stores or background phase), for "
+        f"--max-time (default {REMOTE_DEFAULT_TIME:g}) or --max-traces",
+    )
     check.add_argument(
         "--max-time",
         type=_seconds(positive=False),
@@ -216,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
 def _verify(args: argparse.Namespace) -> int:
     if args.max_time is None:
         args.max_time = COUNT_CAP if args.max_traces is not None else DEFAULT_TIME
+        if args.profile == "remote" and args.max_traces is None:
+            args.max_time = REMOTE_DEFAULT_TIME
+    if args.profile == "remote":
+        return _verify_remote(args)
     report: dict[str, Any] = {"profile": args.profile}
     stop_port: Any = None
     try:
@@ -280,6 +293,50 @@ def _not_runnable(error: NotRunnable, hint: str = "") -> int:
     if hint:
         print(f"auxspec: {hint}", file=sys.stderr)
     return NOT_RUNNABLE
+
+
+def _verify_remote(args: argparse.Namespace) -> int:
+    """verify --profile remote (drivers.remote_command): the server first, so
+    that no URL or no server is one line and exit 2 before anything runs."""
+    say = _say(args.json, args.verbose)
+    stop: Any = None
+    client: Any = None
+    try:
+        if args.exec_command is not None and args.target:
+            raise LookupError("give a TARGET or --exec CMD, not both")
+        url, client = remote_command.engine()
+        options = remote_command.Options(
+            args.target,
+            args.exec_command,
+            args.op_timeout,
+            args.max_time,
+            args.max_traces,
+            args.seed,
+            args.out,
+            args.verbose,
+        )
+        target, stop = remote_command.load_target_of(args.target, args.exec_command, args.op_timeout)
+        if args.errors:
+            target = replace(target, errors=_errors(args.errors))
+    except (LookupError, OSError, ImportError, ProtocolError) as error:
+        print(f"auxspec: {error}", file=sys.stderr)
+        if client is not None:
+            client.close()
+        return 2
+    try:
+        code, report = remote_command.verify(options, target, client, url, say)
+    except RedisEngineUnavailable as error:  # the server went away during the run
+        print(f"auxspec: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # verify's own failure (or the server's), never the store's divergence
+        return _internal_error("verify", error)
+    finally:
+        if stop is not None:
+            stop()
+        client.close()
+    if args.json:
+        print(json.dumps(report))
+    return code
 
 
 def _internal_error(command: str, error: BaseException) -> int:
@@ -790,10 +847,35 @@ def _reproduce_background(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reproduce_remote(args: argparse.Namespace) -> int:
+    """Replay a remote counterexample (verify --profile remote wrote it) with its deletions."""
+    stop: Any = None
+    client: Any = None
+    try:
+        if args.exec_command and args.target:
+            raise LookupError("give --target or --exec CMD, not both")
+        _, client = remote_command.engine()
+        target, stop = remote_command.load_target_of(args.target, args.exec_command, args.op_timeout)
+        code, lines = remote_command.replay(args.file, target, client)
+    except (LookupError, OSError, ImportError, TraceError, ProtocolError) as error:
+        print(f"auxspec: {error}", file=sys.stderr)
+        return 2
+    finally:
+        if stop is not None:
+            stop()
+        if client is not None:
+            client.close()
+    for line in lines:
+        print(report_text.clip(line))
+    return code
+
+
 def _reproduce_file(args: argparse.Namespace) -> int:
     path: Path = args.file
     if path.suffix == ".jsonl" and not args.raw and traces.is_background(path):
         return _reproduce_background(args)
+    if not args.raw and remote_command.is_counterexample(path):
+        return _reproduce_remote(args)
     if path.suffix != ".jsonl" and path.suffix and not args.raw:
         print(
             f"auxspec: {path} is neither a trace or vector file (.jsonl) nor a raw fuzzer input (crash-*, "

@@ -19,10 +19,11 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, cast
 
+from auxspec.drivers.redis_engine import Evictor
 from auxspec.engine.codec import decode
 from auxspec.engine.compare import apply, construct
 from auxspec.engine.ops import PYTHON, READ_INTO, REENTRANT_FORMS, Features, Op, Trace
@@ -45,10 +46,14 @@ class Violation:
     index: int  # of the op in trace.ops; -1 for the constructor
     observed: str
     allowed: tuple[Outcome, ...]
+    seen: tuple[Outcome, ...] = ()  # the outcomes of the calls before it, each one allowed
+    deletions: int | None = None  # the seed of verify's deletions between calls (redis_engine.Evictor), if any
 
     def render(self) -> str:
         lines = [f"store({self.trace.max_bytes!r}, {self.trace.object_nbytes!r})"]
-        lines += [f"  {describe(op)}" for op in self.trace.ops[: self.index + 1]]
+        for number, op in enumerate(self.trace.ops[: self.index + 1]):
+            returned = f" -> {_show(self.seen[number])}" if number < len(self.seen) else ""
+            lines.append(f"  {describe(op)}{returned}")
         shown = ", ".join(_show(outcome) for outcome in self.allowed)
         lines.append(f"the last call gave {self.observed}; the remote profile allows only: {shown}")
         return "\n".join(lines)
@@ -73,6 +78,7 @@ class Report:
     tally: Tally
     violation: Violation | None
     seconds: float
+    ended_by: str = "count"  # what ended the search: "count", "time" or "found"
 
     @property
     def vacuous(self) -> bool:
@@ -109,9 +115,12 @@ def _plain(op: Op) -> Op:
     return op
 
 
-def judge(trace: Trace, target: Target, tally: Tally | None = None) -> Violation | None:
+def judge(
+    trace: Trace, target: Target, tally: Tally | None = None, between: Callable[[], None] | None = None
+) -> Violation | None:
     """Run ``trace`` on a fresh store of ``target``; the first outcome the
-    profile does not allow, or None. The store is closed at the end."""
+    profile does not allow, or None. The store is closed at the end.
+    ``between`` runs before each call (an engine evicting, ``Evictor.strike``)."""
     tally = tally if tally is not None else Tally()
     tally.traces += 1
     expected_new = remote.new(binding.as_size(trace.max_bytes), binding.as_size(trace.object_nbytes))
@@ -123,20 +132,24 @@ def judge(trace: Trace, target: Target, tally: Tally | None = None) -> Violation
     if not isinstance(expected_new, remote.State):
         return None
     state: remote.State = expected_new
+    seen: list[Outcome] = []
     try:
         for index, op in enumerate(trace.ops):
             allowed = cast(remote.Allowed, kind_of(op).step(remote, cast(Any, state), op))
+            if between is not None:
+                between()
             try:
                 observed = apply(store, op, target.errors)
             except Exception as error:  # no error kind stands for it: not an outcome the profile allows
-                return Violation(trace, index, f"{type(error).__name__}: {error}", allowed.outcomes())
+                return Violation(trace, index, f"{type(error).__name__}: {error}", allowed.outcomes(), tuple(seen))
             tally.calls += 1
             name = _show(observed)
-            seen = f"{op.name} {observed.kind.value if isinstance(observed, Err) else 'ok'}"
-            tally.outcomes[seen] = tally.outcomes.get(seen, 0) + 1
+            called = f"{op.name} {observed.kind.value if isinstance(observed, Err) else 'ok'}"
+            tally.outcomes[called] = tally.outcomes.get(called, 0) + 1
             after = allowed.after(observed)
             if after is None:
-                return Violation(trace, index, name, allowed.outcomes())
+                return Violation(trace, index, name, allowed.outcomes(), tuple(seen))
+            seen.append(observed)
             _count(tally, state, allowed, observed)
             state = after
     finally:
@@ -166,19 +179,46 @@ def traces(seed: int, features: Features = REMOTE_FEATURES) -> Iterator[Trace]:
         yield remote_trace(source.randbytes(TRACE_BYTES), features)
 
 
-def search(target: Target, seed: int, *, max_traces: int = 300, max_seconds: float = 60.0) -> Report:
+def search(
+    target: Target, seed: int, *, max_traces: int = 300, max_seconds: float = 60.0, evictor: Evictor | None = None
+) -> Report:
     """Judge ``target`` on the traces of ``seed`` until a violation, ``max_traces``
-    or ``max_seconds``."""
+    or ``max_seconds``; with ``evictor``, keys are deleted between calls
+    (each trace's deletions seeded by ``deletion_seed``)."""
     tally = Tally()
     start = time.monotonic()
     violation: Violation | None = None
+    ended_by = "count"
     for count, trace in enumerate(traces(seed, target.features)):
-        if count >= max_traces or time.monotonic() - start > max_seconds:
+        if count >= max_traces:
             break
-        violation = judge(trace, target, tally)
+        if time.monotonic() - start > max_seconds:
+            ended_by = "time"
+            break
+        violation = judge_evicting(trace, target, evictor, deletion_seed(seed, count), tally)
         if violation is not None:
+            ended_by = "found"
             break
-    return Report(target.label, seed, tally, violation, time.monotonic() - start)
+    return Report(target.label, seed, tally, violation, time.monotonic() - start, ended_by)
+
+
+def deletion_seed(seed: int, trace_number: int) -> int:
+    """The seed of verify's deletions during trace ``trace_number`` of ``seed``."""
+    return seed * 1_000_003 + trace_number
+
+
+def judge_evicting(
+    trace: Trace, target: Target, evictor: Evictor | None, seed: int, tally: Tally | None = None
+) -> Violation | None:
+    """``judge``, with ``evictor`` (if any) deleting keys before each call, seeded by ``seed``."""
+    if evictor is None:
+        return judge(trace, target, tally)
+    evictor.start(seed)
+    try:
+        found = judge(trace, target, tally, evictor.strike)
+    finally:
+        evictor.finish()
+    return None if found is None else replace(found, deletions=seed)
 
 
 def _show(outcome: Outcome) -> str:

@@ -25,8 +25,9 @@ WIDTH = 160  # the longest line printed without --verbose
 LINES = 40  # the longest failing report printed without --verbose
 CALL_LEAST = 24  # the least of a call a headline shows (the rest of the line goes to both sides)
 SHOWN_OPS = 12  # ops of a trace shown before its diverging one, without --verbose
-# The environment a target may need to load: Python's module path, and vLLM's module for the ports built on it.
-ENVIRONMENT = ("PYTHONPATH", "AUXSTORE_UPSTREAM")
+# The environment a target may need to load: Python's module path, vLLM's module for the ports built on it,
+# and the Redis server a remote store runs on (docs/remote.md).
+ENVIRONMENT = ("PYTHONPATH", "AUXSTORE_UPSTREAM", "AUXSTORE_REDIS_URL")
 INTERNAL_ERROR = 3  # verify's exit status when verify itself failed (0, 1, 2: auxspec.cli)
 
 

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from auxspec.drivers import remote_command
 from auxspec.drivers.protocol import ProtocolError, check_op_timeout
 from auxspec.drivers.verify import exec_target
 from auxspec.engine import traces
@@ -134,6 +135,8 @@ def _looks_like_trace(path: Path) -> bool:
 
 
 def explain(args: argparse.Namespace) -> int:
+    if not args.fuzz and remote_command.is_counterexample(args.file):
+        return _explain_remote(args)
     target: Target | None = None
     stop = None
     try:
@@ -177,6 +180,32 @@ def explain(args: argparse.Namespace) -> int:
             return 2
         print(f"HTML written to {args.html}")
     return 1 if target is not None and line.diverges_at is not None else 0
+
+
+def _explain_remote(args: argparse.Namespace) -> int:
+    """A remote counterexample: each call with what the remote profile allowed;
+    with --target or --exec, replayed on that store too (on AUXSTORE_REDIS_URL's server)."""
+    stop = client = None
+    try:
+        lines = remote_command.explain(args.file)
+        code = 0
+        if args.target is not None or args.exec_command:
+            _, client = remote_command.engine()
+            target = None if args.target in (None, BUNDLED) else args.target
+            loaded, stop = remote_command.load_target_of(target, args.exec_command, args.op_timeout)
+            code, replayed = remote_command.replay(args.file, loaded, client)
+            lines += ["", *replayed]
+    except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
+        print(f"auxspec: {error}", file=sys.stderr)
+        return 2
+    finally:
+        if stop is not None:
+            stop()
+        if client is not None:
+            client.close()
+    for line in lines:
+        print(line)
+    return code
 
 
 def pointer(out: Path, target: str | None, exec_command: str | None) -> str:
