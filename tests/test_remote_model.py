@@ -209,10 +209,11 @@ def test_crosshair_confirms_a_remote_contract_on_every_state_of_its_bounds() -> 
 
 def test_crosshair_refutes_a_remote_read_that_returns_a_stale_payload(tmp_path: Path) -> None:
     source = REMOTE_MODEL_PATH.read_text()
-    right = "            branches.append((Ok(b\"\".join(stored[key] for key in wanted)), found))\n"
+    indent = " " * 16
+    right = indent + "branches.append((Ok(b\"\".join(payloads[key] for key in wanted)), _pinned(found, payloads)))\n"
     assert source.count(right) == 1
     # Reads the first key's payload for every key: inside the bounds (two stored keys a and b).
-    wrong = "            branches.append((Ok(b\"\".join(stored[wanted[0]] for key in wanted)), found))\n"
+    wrong = right.replace("payloads[key] for", "payloads[wanted[0]] for")
     model = tmp_path / "planted_remote.py"
     model.write_text(source.replace(right, wrong))
     result = _crosshair(model, "get_concatenated", 1)
@@ -224,3 +225,32 @@ def test_the_remote_stores_import_their_engine_client_only_when_built() -> None:
     code = "import sys, auxstore.remote; assert 'redis' not in sys.modules, sorted(sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_partial_puts_let_a_refused_batch_be_published_in_part() -> None:
+    # Mooncake publishes a batch key by key: a put refused for room may leave its first keys published.
+    with remote.partial_puts():
+        state = remote.new(16, 1)
+    assert isinstance(state, remote.State) and state.partial
+    state = _only(remote.put(state, (("a", b"p"),)), Ok())
+    allowed = remote.put(state, (("a", b"q"), ("b", b"r")))
+    refused = allowed.after(Err(Kind.CAPACITY))
+    assert refused is not None and remote.check(refused), refused
+    reads = remote.get_concatenated(refused, ("a",)).outcomes()
+    assert set(reads) == {Ok(b"p"), Ok(b"q"), Err(Kind.MISSING)}
+    assert Ok(b"r") in remote.get_concatenated(refused, ("b",)).outcomes()
+    seen = remote.get_concatenated(refused, ("a",)).after(Ok(b"q"))
+    assert seen is not None and remote.get_concatenated(seen, ("a",)).outcomes() == (Ok(b"q"), Err(Kind.MISSING))
+    # Never a payload no put offered, and a later successful put settles the key.
+    assert Ok(b"s") not in reads
+    settled = remote.put(refused, (("a", b"s"),)).after(Ok())
+    assert settled is not None and remote.get_concatenated(settled, ("a",)).outcomes() == (Ok(b"s"), Err(Kind.MISSING))
+
+
+def test_without_partial_puts_a_refused_batch_changes_nothing() -> None:
+    state = remote.new(16, 1)
+    assert isinstance(state, remote.State) and not state.partial
+    state = _only(remote.put(state, (("a", b"p"),)), Ok())
+    refused = remote.put(state, (("a", b"q"), ("b", b"r"))).after(Err(Kind.CAPACITY))
+    assert refused == state
+    assert remote.get_concatenated(refused, ("b",)).outcomes() == (Err(Kind.MISSING),)
