@@ -12,10 +12,14 @@ errors are imported on first use of their names.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from auxstore.remote._errors import EngineError
 from auxstore.remote._redis import REDIS_URL_VARIABLE, RedisBlockObjectStore
+
+if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them on first use
+    from auxstore.remote._mooncake import MooncakeBlockObjectStore
+    from auxstore.remote._mooncake_errors import MooncakeCapacityError, MooncakeError
 
 __all__ = [
     "REDIS_URL_VARIABLE",

@@ -78,6 +78,16 @@ def shared_client() -> Any:
     return client
 
 
+def close_shared_clients() -> None:
+    """Close this process's shared clients (before their master stops: a
+    client closed after it leaves errors in the log and waits on timeouts)."""
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        client.close()
+
+
 class MooncakeBlockObjectStore:
     """The in-process store's API (``put``, ``get_concatenated``,
     ``read_into``, ``in``, ``close``) over Mooncake Store.
