@@ -222,7 +222,11 @@ def test_crosshair_refutes_a_remote_read_that_returns_a_stale_payload(tmp_path: 
 
 def test_the_remote_stores_import_their_engine_client_only_when_built() -> None:
     # The base install has no dependencies: importing auxstore.remote must not need redis.
-    code = "import sys, auxstore.remote; assert 'redis' not in sys.modules, sorted(sys.modules)"
+    code = (
+        "import sys, auxstore.remote; assert 'redis' not in sys.modules, sorted(sys.modules); "
+        "auxstore.remote.MooncakeBlockObjectStore, auxstore.remote.MooncakeCapacityError; "
+        "assert not any(m.startswith('mooncake') for m in sys.modules), sorted(sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
 
