@@ -142,6 +142,10 @@ def test_the_vllm_form_takes_a_client_short_payloads_and_chunks(master: LocalMas
         store.put([*objects, BlockObject(f"{key}-tail", b"t")])  # a short tail, as vLLM publishes one
         assert calls == [2, 2, 1], "a batch over max_batch_bytes goes in chunks"
         assert store.get_concatenated([f"{key}-3", f"{key}-tail"]) == b"DDDDDDDDt"
+        everything = [f"{key}-{i}" for i in (0, 1, 2, 3, 2)] + [f"{key}-tail"]  # three chunks, a repeat
+        assert store.get_concatenated(everything) == b"AAAAAAAABBBBBBBBCCCCCCCCDDDDDDDDCCCCCCCCt"
+        buffer = bytearray(48)
+        assert store.read_into(everything, buffer) == 41 and buffer[:41] == b"AAAAAAAABBBBBBBBCCCCCCCCDDDDDDDDCCCCCCCCt"
         assert real(["probe"], [b"x"]) == 0
         assert owned.batch_get_buffer([key + "-0"])[0] is not None, "the vLLM form names objects by their bare keys"
         with pytest.raises(ValueError):
