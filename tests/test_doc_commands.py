@@ -140,6 +140,7 @@ RULES: list[tuple[str, Plan]] = [
     (r"^make verify$", Elsewhere("tests/test_doc_commands.py", "test_make_verify_recipe_runs")),
     (r"fuzz/coverage --check --with-faults", Elsewhere("tests/test_fuzz_corpus.py", "--with-faults")),
     (r"^AUXSTORE_REDIS_URL=", Elsewhere("tests/test_remote_redis.py", '"auxstore.remote:RedisBlockObjectStore"')),
+    (r"mooncake_master --rpc_port", NotRun("a server left running on fixed ports; test_remote_mooncake.py starts one")),
     (r"tests/ports/subtle/measure\.py", Elsewhere("tests/test_doc_commands.py", "test_measure_runs")),
     # A tiny port that passes the first exercise only (docs/exercises.md).
     (r"^auxspec verify myport\.py --max-time", Run(1, "the exercises' tiny port passes only the first exercise")),
@@ -164,6 +165,7 @@ _SHORT_RUNS = {
     # Scripts whose default run is long: the flags that make the same run short.
     "benchmarks/bench_store.py": "--quick",
     "benchmarks/bench_scale.py": "--quick",
+    "benchmarks/bench_mooncake.py": "--quick",
     "fuzz/throughput": "--seconds 0.2 --runs 50 --inputs 20",
     "fuzz/run": "--time 2",
 }

@@ -19,7 +19,6 @@ a missing object reads as ``None``.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import threading
@@ -220,7 +219,7 @@ class MooncakeBlockObjectStore:
                 raise ValueError(f"buffer of {view.nbytes} bytes is too small: {len(wanted)} objects need {total}")
             if not wanted:
                 return 0
-            with view.cast("B") as flat:
+            with view.cast("B") as octets, octets.cast("b") as flat:  # the format Mooncake's buffers export
 
                 def write(payloads: list[Any]) -> int:
                     position = 0
@@ -245,8 +244,11 @@ class MooncakeBlockObjectStore:
         distinct = list(dict.fromkeys(names))
         get = self._client.batch_get_buffer
         step = self._chunk
-        with contextlib.ExitStack() as views:
-            found: dict[str, Any] = {}
+        copy = len(distinct) > step
+        low = 1 if self._short_payloads else self._object_nbytes
+        high = self._object_nbytes
+        found: dict[str, memoryview] = {}  # each of format "b", as Mooncake's buffers export it
+        try:
             for start in range(0, len(distinct), step):
                 chunk = distinct[start : start + step]
                 handles = get(chunk)
@@ -256,18 +258,20 @@ class MooncakeBlockObjectStore:
                     if handle is None:
                         key = keys[names.index(name)]
                         raise MissingKeyError(f"auxiliary output object unavailable: {key!r} (evicted, or never put)")
-                    view = views.enter_context(views.enter_context(memoryview(handle)).cast("B"))
-                    self._check_size(view.nbytes, keys[names.index(name)])
-                    found[name] = view if len(distinct) <= step else view.tobytes()
-                if len(distinct) > step:
-                    views.close()  # the copies are made: the handles go back to the pool
+                    view = found[name] = memoryview(handle)
+                    if not low <= view.nbytes <= high:
+                        key, held = keys[names.index(name)], view.nbytes
+                        raise EngineError(f"Mooncake holds {held} bytes under {key!r}: not written by this store")
+                    # Copied out now when the next chunk takes the local pool's slots (or a stand-in
+                    # client's buffer is not of Mooncake's format).
+                    if copy or view.format != "b":
+                        found[name] = memoryview(view.tobytes()).cast("b")
+                        view.release()
                 del handles
             return use([found[name] for name in names])
-
-    def _check_size(self, nbytes: int, key: str) -> None:
-        low = 1 if self._short_payloads else self._object_nbytes
-        if not low <= nbytes <= self._object_nbytes:
-            raise EngineError(f"Mooncake holds {nbytes} bytes under {key!r}: not written by this store")
+        finally:
+            for view in found.values():
+                view.release()
 
     def __contains__(self, key: object) -> bool:
         """Whether ``key`` is stored now (the engine may evict it the next moment)."""
