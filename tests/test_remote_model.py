@@ -258,3 +258,18 @@ def test_without_partial_puts_a_refused_batch_changes_nothing() -> None:
     refused = remote.put(state, (("a", b"q"), ("b", b"r"))).after(Err(Kind.CAPACITY))
     assert refused == state
     assert remote.get_concatenated(refused, ("b",)).outcomes() == (Err(Kind.MISSING),)
+
+
+def test_with_transient_misses_a_failed_read_teaches_nothing() -> None:
+    # Mooncake drops a transfer that outlived its read's lease and reports the object missing.
+    with remote.transient_misses():
+        state = remote.new(16, 1)
+    assert isinstance(state, remote.State) and state.transient and not state.partial
+    state = _only(remote.put(state, (("a", b"p"),)), Ok())
+    missed = remote.get_concatenated(state, ("a",)).after(Err(Kind.MISSING))
+    assert missed == state
+    assert Ok(b"p") in remote.get_concatenated(missed, ("a",)).outcomes()
+    # Without the option the same failure means "gone until put again" (R3).
+    plain = _only(remote.put(remote.State(object_nbytes=1), (("a", b"p"),)), Ok())
+    gone = remote.get_concatenated(plain, ("a",)).after(Err(Kind.MISSING))
+    assert gone is not None and remote.get_concatenated(gone, ("a",)).outcomes() == (Err(Kind.MISSING),)

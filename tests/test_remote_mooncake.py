@@ -40,7 +40,7 @@ from auxstore._batch import check_batch
 from auxstore.remote import EngineError, MooncakeBlockObjectStore, MooncakeCapacityError, MooncakeError
 from auxstore.remote._local_master import LocalMaster, local_master, master_binary
 from auxstore.remote._mooncake import MASTER_VARIABLE as MASTER_ENV
-from auxstore.remote._mooncake import METADATA_VARIABLE, close_shared_clients, connect
+from auxstore.remote._mooncake import METADATA_VARIABLE, close_shared_clients, connect, shared_client
 from auxstore.remote._mooncake_errors import NO_AVAILABLE_HANDLE, raise_for
 
 NOISE_NBYTES = 1 << 20  # another tenant's objects: 24 of them fill a 32 MiB pool past its watermark
@@ -80,8 +80,9 @@ class Noise:
     as the master takes them, so the pool fills and the master evicts the
     store's objects too."""
 
-    def __init__(self, master: LocalMaster) -> None:
-        self.client = connect(master.master, master.metadata)
+    def __init__(self, master: LocalMaster, client: Any = None) -> None:
+        self._owned = client is None
+        self.client = connect(master.master, master.metadata) if client is None else client
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.refused = 0
@@ -102,7 +103,8 @@ class Noise:
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.thread.join()
-        self.client.close()
+        if self._owned:
+            self.client.close()
 
 
 # ------------------------------------------------------------------ the API
@@ -207,24 +209,63 @@ def test_a_full_pool_refuses_puts_until_eviction_catches_up(master: LocalMaster,
 # ------------------------------------------------------- judged while evicting
 
 
+@pytest.fixture(scope="module")
+def evicting_master(master: LocalMaster) -> Iterator[LocalMaster]:
+    """A second master whose leases last 1 ms and whose evictions free half
+    the pool: with the default leases (10 s; 100 ms on ``master``) an object
+    just put or read is never evicted within a trace's few milliseconds, so
+    no read would meet an eviction. Reads here also fail when a transfer
+    outlives its 1 ms lease (``LEASE_EXPIRED`` in the client's log), which
+    the ``transient_misses`` option allows."""
+    with local_master(lease_ms=1, eviction_ratio=0.5) as running:
+        try:
+            yield running
+        finally:
+            close_shared_clients()
+
+
 # Seed 1 in the fast tier; seeds 2 and 3 (3 s each) with the sweeps in the long one.
 @pytest.mark.parametrize("seed", (1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)))
 def test_the_store_conforms_to_the_remote_profile_while_the_master_evicts(
-    master: LocalMaster, seed: int, monkeypatch: pytest.MonkeyPatch
+    evicting_master: LocalMaster, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(MASTER_ENV, master.master)
-    monkeypatch.setenv(METADATA_VARIABLE, master.metadata)
+    """The store as the command line builds it (its process's shared client
+    of the master the environment names), while another tenant fills that
+    client's own segment with 1 MiB objects, so the store's objects are
+    evicted with the tenant's."""
+    monkeypatch.setenv(MASTER_ENV, evicting_master.master)
+    monkeypatch.setenv(METADATA_VARIABLE, evicting_master.metadata)
     target = Target("auxstore.remote:MooncakeBlockObjectStore", MooncakeBlockObjectStore, None, REMOTE_FEATURES)
-    before = master.evictions()
-    with Noise(master) as noise, remote.partial_puts():
+    before = evicting_master.evictions()
+    with Noise(evicting_master, shared_client()) as noise, remote.partial_puts(), remote.transient_misses():
         report = search(target, seed, max_traces=300, max_seconds=60)
-    evicted = master.evictions() - before
+    evicted = evicting_master.evictions() - before
     print(report.render())
-    print(f"the master evicted {evicted} objects meanwhile; the noise was refused {noise.refused} times")
+    print(f"the master evicted {evicted} objects meanwhile; the tenant was refused {noise.refused} times")
     assert report.violation is None, report.render()
     assert report.tally.traces == 300, "the search ran out of time"
     assert evicted > 0, "the master never evicted: the test did not test eviction"
     assert report.tally.read_hits > 0
+    # How many reads meet an eviction or an expired lease depends on timing (1-6 per run were seen):
+    # the seeded Adversary below makes that part reproducible instead of asserting it here.
+
+
+def test_without_transient_misses_an_expired_lease_looks_like_an_object_coming_back(
+    evicting_master: LocalMaster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Why the option exists: on the same master, judged as Redis is (a
+    failed read means gone), the right store is flagged within a few hundred
+    traces at most seeds, for an object read after a read of it failed.
+    Asserted loosely (a run may also pass): it documents the rule's cause,
+    the judge's rule is what the test above checks."""
+    monkeypatch.setenv(MASTER_ENV, evicting_master.master)
+    monkeypatch.setenv(METADATA_VARIABLE, evicting_master.metadata)
+    target = Target("auxstore.remote:MooncakeBlockObjectStore", MooncakeBlockObjectStore, None, REMOTE_FEATURES)
+    with Noise(evicting_master, shared_client()), remote.partial_puts():
+        report = search(target, 1, max_traces=300, max_seconds=60)
+    print(report.render())
+    if report.violation is not None:
+        assert report.violation.observed.startswith("Ok("), report.render()
 
 
 # ------------------------------------------------- seeded evictions and refusals

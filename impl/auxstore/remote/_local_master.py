@@ -46,10 +46,14 @@ def _free_port() -> int:
 
 
 @contextmanager
-def local_master(*, lease_ms: int = 100, binary: str | None = None) -> Iterator[LocalMaster]:
+def local_master(
+    *, lease_ms: int = 100, eviction_ratio: float = 0.05, binary: str | None = None
+) -> Iterator[LocalMaster]:
     """Start a master on free loopback ports; stop it on exit. ``lease_ms``:
     how long a read keeps an object from eviction and removal (Mooncake's
-    default is 10 s; short here, so a small pool frees room quickly)."""
+    default is 10 s; short here, so a small pool frees room quickly).
+    ``eviction_ratio``: the share of objects each eviction frees (Mooncake's
+    default, 0.05; more makes recent objects go too)."""
     binary = binary or master_binary()
     if binary is None:
         raise FileNotFoundError("no mooncake_master: pip install 'auxstore[mooncake]'")
@@ -63,6 +67,7 @@ def local_master(*, lease_ms: int = 100, binary: str | None = None) -> Iterator[
         f"--http_metadata_server_port={http}",
         f"--metrics_port={metrics}",
         f"--default_kv_lease_ttl={lease_ms}",
+        f"--eviction_ratio={eviction_ratio}",
     ]
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)

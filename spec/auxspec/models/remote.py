@@ -48,6 +48,12 @@ tells which one it holds. A judge takes the option with
 ``with remote.partial_puts(): ...`` (``new`` reads it), so the plain profile
 keeps its whole-batch rule for engines that have it (Redis).
 
+A second option, ``transient_misses`` (``with remote.transient_misses():``):
+a read may fail though every object it named is stored (Mooncake drops a
+transfer that outlived the lease its read was granted, and reports the
+object as missing). Then a failed read teaches nothing: R3's "seen gone"
+comes only from ``in`` answering False.
+
 ``len()`` and ``stats()`` are not part of the profile: the engine is shared,
 so no client can count what it holds.
 """
@@ -78,6 +84,7 @@ __all__ = [
     "partial_puts",
     "put",
     "read_into",
+    "transient_misses",
     "violations",
 ]
 
@@ -85,6 +92,8 @@ PROFILE = "remote"
 
 # Whether the stores built now publish a refused batch in part (see the module's docstring).
 _PARTIAL_PUTS: ContextVar[bool] = ContextVar("partial_puts", default=False)
+# Whether a read of the stores built now may fail though its objects are stored.
+_TRANSIENT_MISSES: ContextVar[bool] = ContextVar("transient_misses", default=False)
 
 
 @contextlib.contextmanager
@@ -96,6 +105,17 @@ def partial_puts() -> Iterator[None]:
         yield
     finally:
         _PARTIAL_PUTS.reset(token)
+
+
+@contextlib.contextmanager
+def transient_misses() -> Iterator[None]:
+    """Judge the stores built inside this block with the ``transient_misses``
+    option: a read may fail though every object it named is stored."""
+    token = _TRANSIENT_MISSES.set(True)
+    try:
+        yield
+    finally:
+        _TRANSIENT_MISSES.reset(token)
 
 
 @dataclass(frozen=True)
@@ -115,6 +135,7 @@ class State:
     gone: tuple[tuple[str, ...], ...] = ()
     closed: bool = False
     partial: bool = False  # the partial_puts option
+    transient: bool = False  # the transient_misses option
     maybe: tuple[tuple[str, tuple[bytes, ...]], ...] = ()
 
 
@@ -250,7 +271,7 @@ def new(max_bytes: int | Invalid, object_nbytes: int | Invalid) -> State | Err:
         return Err(Kind.TYPE)
     if object_nbytes <= 0 or max_bytes < object_nbytes:
         return Err(Kind.CONFIG)
-    return State(object_nbytes=object_nbytes, partial=_PARTIAL_PUTS.get())
+    return State(object_nbytes=object_nbytes, partial=_PARTIAL_PUTS.get(), transient=_TRANSIENT_MISSES.get())
 
 
 # -------------------------------------------------------------------------- put
@@ -350,7 +371,7 @@ def _read(state: State, keys: tuple[KeyArg, ...], buffer_nbytes: int | Invalid |
             for choice in itertools.product(*(_candidates(state, key) for key in distinct)):
                 payloads = dict(zip(distinct, choice, strict=True))
                 branches.append((Ok(b"".join(payloads[key] for key in wanted)), _pinned(found, payloads)))
-    branches.append((Err(Kind.MISSING), _seen_missing(state, set(wanted))))
+    branches.append((Err(Kind.MISSING), state if state.transient else _seen_missing(state, set(wanted))))
     return Allowed(tuple(branches))
 
 
@@ -389,7 +410,8 @@ def close(state: State) -> Allowed:
     post: __return__.outcomes() == (Ok(),)
     post: all(after.closed and check(after) for _, after in __return__.branches)
     """
-    return Allowed(((Ok(), State(object_nbytes=state.object_nbytes, closed=True, partial=state.partial)),))
+    options = {"partial": state.partial, "transient": state.transient}
+    return Allowed(((Ok(), State(object_nbytes=state.object_nbytes, closed=True, **options)),))
 
 
 # ------------------------------------------------------------------- contracts
