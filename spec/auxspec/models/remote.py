@@ -410,8 +410,8 @@ def close(state: State) -> Allowed:
     post: __return__.outcomes() == (Ok(),)
     post: all(after.closed and check(after) for _, after in __return__.branches)
     """
-    options = {"partial": state.partial, "transient": state.transient}
-    return Allowed(((Ok(), State(object_nbytes=state.object_nbytes, closed=True, **options)),))
+    closed = State(state.object_nbytes, closed=True, partial=state.partial, transient=state.transient)
+    return Allowed(((Ok(), closed),))
 
 
 # ------------------------------------------------------------------- contracts
