@@ -246,26 +246,8 @@ def test_the_store_conforms_to_the_remote_profile_while_the_master_evicts(
     assert report.tally.traces == 300, "the search ran out of time"
     assert evicted > 0, "the master never evicted: the test did not test eviction"
     assert report.tally.read_hits > 0
-    # How many reads meet an eviction or an expired lease depends on timing (1-6 per run were seen):
+    # How many reads meet an eviction or an expired lease depends on timing (0-6 per run of 300 traces were seen):
     # the seeded Adversary below makes that part reproducible instead of asserting it here.
-
-
-def test_without_transient_misses_an_expired_lease_looks_like_an_object_coming_back(
-    evicting_master: LocalMaster, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Why the option exists: on the same master, judged as Redis is (a
-    failed read means gone), the right store is flagged within a few hundred
-    traces at most seeds, for an object read after a read of it failed.
-    Asserted loosely (a run may also pass): it documents the rule's cause,
-    the judge's rule is what the test above checks."""
-    monkeypatch.setenv(MASTER_ENV, evicting_master.master)
-    monkeypatch.setenv(METADATA_VARIABLE, evicting_master.metadata)
-    target = Target("auxstore.remote:MooncakeBlockObjectStore", MooncakeBlockObjectStore, None, REMOTE_FEATURES)
-    with Noise(evicting_master, shared_client()), remote.partial_puts():
-        report = search(target, 1, max_traces=300, max_seconds=60)
-    print(report.render())
-    if report.violation is not None:
-        assert report.violation.observed.startswith("Ok("), report.render()
 
 
 # ------------------------------------------------- seeded evictions and refusals
