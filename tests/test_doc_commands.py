@@ -142,6 +142,7 @@ RULES: list[tuple[str, Plan]] = [
     (r"fuzz/coverage --check --with-faults", Elsewhere("tests/test_fuzz_corpus.py", "--with-faults")),
     (r"^AUXSTORE_REDIS_URL=\S+ auxspec verify --profile remote --exec", Elsewhere(REMOTE_VERIFY, '"--exec", _serve(')),
     (r"^AUXSTORE_REDIS_URL=\S+ auxspec verify --profile remote", Elsewhere(REMOTE_VERIFY, '"remote", STORE')),
+    (r"mooncake_master --rpc_port", NotRun("a server left running on fixed ports; test_remote_mooncake.py starts one")),
     (r"tests/ports/subtle/measure\.py", Elsewhere("tests/test_doc_commands.py", "test_measure_runs")),
     (r"tools/playground/measure_load\.py", Elsewhere("tests/test_playground.py", "tools/playground/measure_load.py")),
     # A tiny port that passes the first exercise only (docs/exercises.md).
@@ -167,6 +168,7 @@ _SHORT_RUNS = {
     # Scripts whose default run is long: the flags that make the same run short.
     "benchmarks/bench_store.py": "--quick",
     "benchmarks/bench_scale.py": "--quick",
+    "benchmarks/bench_mooncake.py": "--quick",
     "fuzz/throughput": "--seconds 0.2 --runs 50 --inputs 20",
     "fuzz/run": "--time 2",
 }

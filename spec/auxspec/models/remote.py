@@ -38,12 +38,32 @@ The rules (docs/semantics.md, "The remote profile", gives each its source):
 - R5 invalid input fails as ``strict`` does, before any change; a closed
   store refuses every call but ``close`` (idempotent).
 
+One option, for engines that publish a batch key by key or chunk by chunk
+(Mooncake Store; vLLM's ``MooncakeBlockObjectStore`` splits a batch over
+``max_batch_bytes``): ``partial_puts``. Then a put refused with ``CAPACITY``
+may have published part of its batch (R2 holds for a success only), so each
+of its keys may afterwards hold its new payload, its old one, or be gone.
+``maybe`` records the other payloads a key may hold; a successful read
+tells which one it holds. A judge takes the option with
+``with remote.partial_puts(): ...`` (``new`` reads it), so the plain profile
+keeps its whole-batch rule for engines that have it (Redis).
+
+A second option, ``transient_misses`` (``with remote.transient_misses():``):
+a read may fail though every object it named is stored (Mooncake drops a
+transfer that outlived the lease its read was granted, and reports the
+object as missing). Then a failed read teaches nothing: R3's "seen gone"
+comes only from ``in`` answering False.
+
 ``len()`` and ``stats()`` are not part of the profile: the engine is shared,
 so no client can count what it holds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 from auxspec.models.sequential import Err, Invalid, Item, KeyArg, Kind, Ok, Outcome, validate_put
@@ -61,12 +81,41 @@ __all__ = [
     "contains",
     "get_concatenated",
     "new",
+    "partial_puts",
     "put",
     "read_into",
+    "transient_misses",
     "violations",
 ]
 
 PROFILE = "remote"
+
+# Whether the stores built now publish a refused batch in part (see the module's docstring).
+_PARTIAL_PUTS: ContextVar[bool] = ContextVar("partial_puts", default=False)
+# Whether a read of the stores built now may fail though its objects are stored.
+_TRANSIENT_MISSES: ContextVar[bool] = ContextVar("transient_misses", default=False)
+
+
+@contextlib.contextmanager
+def partial_puts() -> Iterator[None]:
+    """Judge the stores built inside this block with the ``partial_puts``
+    option: a put refused for room may have published part of its batch."""
+    token = _PARTIAL_PUTS.set(True)
+    try:
+        yield
+    finally:
+        _PARTIAL_PUTS.reset(token)
+
+
+@contextlib.contextmanager
+def transient_misses() -> Iterator[None]:
+    """Judge the stores built inside this block with the ``transient_misses``
+    option: a read may fail though every object it named is stored."""
+    token = _TRANSIENT_MISSES.set(True)
+    try:
+        yield
+    finally:
+        _TRANSIENT_MISSES.reset(token)
 
 
 @dataclass(frozen=True)
@@ -76,13 +125,18 @@ class State:
     ``objects``: the keys that may still be stored, sorted, each with the
     payload of its last successful put. ``gone``: sorted tuples of at least
     two keys of ``objects``, at least one of which is no longer stored; none
-    is a subset of another (that one would say more).
+    is a subset of another (that one would say more). ``maybe``: keys of
+    ``objects``, sorted, each with the other payloads (sorted) it may hold
+    instead, left by puts refused with ``partial_puts`` (empty without it).
     """
 
     object_nbytes: int
     objects: tuple[tuple[str, bytes], ...] = ()
     gone: tuple[tuple[str, ...], ...] = ()
     closed: bool = False
+    partial: bool = False  # the partial_puts option
+    transient: bool = False  # the transient_misses option
+    maybe: tuple[tuple[str, tuple[bytes, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,8 +181,20 @@ def violations(state: State) -> list[str]:
         for b in state.gone:
             if a != b and set(a) <= set(b):
                 found.append(f"gone set {b!r} is implied by {a!r}")
-    if state.closed and (state.objects or state.gone):
+    if state.closed and (state.objects or state.gone or state.maybe):
         found.append("a closed store still holds data")
+    if state.maybe and not state.partial:
+        found.append("other payloads are possible without partial_puts")
+    stored = dict(state.objects)
+    if [key for key, _ in state.maybe] != sorted({key for key, _ in state.maybe}):
+        found.append("maybe keys are not unique and sorted")
+    for key, others in state.maybe:
+        if key not in stored:
+            found.append(f"maybe names {key!r}, which is certainly gone")
+        if not others or list(others) != sorted(set(others)) or stored.get(key) in others:
+            found.append(f"other payloads of {key!r} are not distinct, sorted, non-empty and new")
+        if any(type(p) is not bytes or len(p) != state.object_nbytes for p in others):
+            found.append(f"another payload of {key!r} is not {state.object_nbytes} bytes")
     return found
 
 
@@ -152,7 +218,21 @@ def _normal(state: State, objects: dict[str, bytes], gone: list[set[str]]) -> St
         pending = [members for members in pending if key not in members]
     unique = {tuple(sorted(members)) for members in pending}
     least = sorted(a for a in unique if not any(b != a and set(b) <= set(a) for b in unique))
-    return replace(state, objects=tuple(sorted(objects.items())), gone=tuple(least))
+    maybe = tuple(entry for entry in state.maybe if entry[0] in objects)
+    return replace(state, objects=tuple(sorted(objects.items())), gone=tuple(least), maybe=maybe)
+
+
+def _candidates(state: State, key: str) -> tuple[bytes, ...]:
+    """Every payload ``key`` (a key of ``objects``) may hold."""
+    return (dict(state.objects)[key], *dict(state.maybe).get(key, ()))
+
+
+def _pinned(state: State, payloads: dict[str, bytes]) -> State:
+    """``state`` once each key of ``payloads`` was read with that payload."""
+    objects = dict(state.objects)
+    objects.update(payloads)
+    maybe = tuple(entry for entry in state.maybe if entry[0] not in payloads)
+    return replace(state, objects=tuple(sorted(objects.items())), maybe=maybe)
 
 
 def _seen_stored(state: State, keys: set[str]) -> State | None:
@@ -191,7 +271,7 @@ def new(max_bytes: int | Invalid, object_nbytes: int | Invalid) -> State | Err:
         return Err(Kind.TYPE)
     if object_nbytes <= 0 or max_bytes < object_nbytes:
         return Err(Kind.CONFIG)
-    return State(object_nbytes=object_nbytes)
+    return State(object_nbytes=object_nbytes, partial=_PARTIAL_PUTS.get(), transient=_TRANSIENT_MISSES.get())
 
 
 # -------------------------------------------------------------------------- put
@@ -203,7 +283,8 @@ def put(
     retain: tuple[KeyArg, ...] = (),
     release: tuple[KeyArg, ...] = (),
 ) -> Allowed:
-    """The whole batch is stored, or nothing is (R2); pins are ignored (R4).
+    """The whole batch is stored, or nothing is (R2; with ``partial_puts``
+    a refused batch may be stored in part); pins are ignored (R4).
 
     pre: check(state)
     post: all(check(after) for _, after in __return__.branches)
@@ -222,9 +303,25 @@ def put(
     stored.update(batch)
     # A set naming a key put again says nothing any more: that key may have been the one gone.
     gone = [set(members) for members in state.gone if not set(members) & set(batch)]
-    after = _normal(state, stored, gone)
+    after = _normal(replace(state, maybe=tuple(e for e in state.maybe if e[0] not in batch)), stored, gone)
     assert after is not None
-    return Allowed(((Ok(), after), (Err(Kind.CAPACITY), state)))
+    return Allowed(((Ok(), after), (Err(Kind.CAPACITY), _refused(state, batch) if state.partial else state)))
+
+
+def _refused(state: State, batch: dict[str, bytes]) -> State:
+    """``state`` after a put of ``batch`` was refused, part of it perhaps published."""
+    objects = dict(state.objects)
+    maybe = {key: set(others) for key, others in state.maybe}
+    for key, payload in batch.items():
+        if key not in objects:
+            objects[key] = payload  # certainly gone before: now gone, or this payload
+        elif objects[key] != payload:
+            maybe.setdefault(key, set()).add(payload)
+    gone = [set(members) for members in state.gone if not set(members) & set(batch)]
+    shaped = replace(state, maybe=tuple((key, tuple(sorted(maybe[key]))) for key in sorted(maybe)))
+    after = _normal(shaped, objects, gone)
+    assert after is not None
+    return after
 
 
 # ------------------------------------------------------------------------ reads
@@ -270,9 +367,11 @@ def _read(state: State, keys: tuple[KeyArg, ...], buffer_nbytes: int | Invalid |
     else:
         found = _seen_stored(state, set(wanted))
         if found is not None:
-            stored = dict(state.objects)
-            branches.append((Ok(b"".join(stored[key] for key in wanted)), found))
-    branches.append((Err(Kind.MISSING), _seen_missing(state, set(wanted))))
+            distinct = sorted(set(wanted))
+            for choice in itertools.product(*(_candidates(state, key) for key in distinct)):
+                payloads = dict(zip(distinct, choice, strict=True))
+                branches.append((Ok(b"".join(payloads[key] for key in wanted)), _pinned(found, payloads)))
+    branches.append((Err(Kind.MISSING), state if state.transient else _seen_missing(state, set(wanted))))
     return Allowed(tuple(branches))
 
 
@@ -311,7 +410,8 @@ def close(state: State) -> Allowed:
     post: __return__.outcomes() == (Ok(),)
     post: all(after.closed and check(after) for _, after in __return__.branches)
     """
-    return Allowed(((Ok(), State(object_nbytes=state.object_nbytes, closed=True)),))
+    closed = State(state.object_nbytes, closed=True, partial=state.partial, transient=state.transient)
+    return Allowed(((Ok(), closed),))
 
 
 # ------------------------------------------------------------------- contracts
@@ -322,7 +422,7 @@ def _put_is_whole(old: State, objects: tuple[Item, ...], allowed: Allowed) -> bo
     every other key's payload; failure changes nothing."""
     for outcome, new in allowed.branches:
         if isinstance(outcome, Err):
-            if new != old:
+            if new != old and not (old.partial and outcome == Err(Kind.CAPACITY)):
                 return False
             continue
         batch = {key: payload for key, payload in objects if isinstance(key, str) and isinstance(payload, bytes)}
@@ -371,11 +471,20 @@ def _read_is_exact(
         return False
     if short or not possible:
         return not successes
-    return successes == [Ok(b"".join(stored[key] for key in wanted))]
+    distinct = sorted(set(wanted))
+    joined = set()
+    for choice in itertools.product(*(_candidates(old, key) for key in distinct)):
+        payloads = dict(zip(distinct, choice, strict=True))
+        joined.add(Ok(b"".join(payloads[key] for key in wanted)))
+    return len(successes) == len(joined) and set(successes) == joined
 
 
 def _reads_learn_only(old: State, allowed: Allowed) -> bool:
-    """R3: an observation never adds an object nor changes a payload; it only
-    rules keys out (the engine never brings an object back)."""
+    """R3: an observation never adds an object nor a payload it could not
+    hold; it only rules keys and payloads out (the engine never brings an
+    object back)."""
     before = dict(old.objects)
-    return all(all(before.get(key) == payload for key, payload in new.objects) for _, new in allowed.branches)
+    return all(
+        all(key in before and payload in _candidates(old, key) for key, payload in new.objects)
+        for _, new in allowed.branches
+    )
