@@ -1,7 +1,9 @@
 """``python -m auxspec.checks.crosshair``: collect the conditions, run them, report.
 
-Without arguments it checks every postcondition of the sequential model
-(``make verify``'s first step) and exits 0 only if none was refuted, raised,
+Without arguments it checks every postcondition of the models CrossHair can
+build states for, the sequential model and the remote profile's (``make
+verify``'s first step; the background and incremental models are not
+checked here: docs/proofs.md says why) and exits 0 only if none was refuted, raised,
 or could not meet its precondition. ``--worker`` is the scheduler's entry
 point into a worker process.
 """
@@ -15,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from auxspec.checks.crosshair.conditions import MODEL_PATH, parse_target, tasks_for
+from auxspec.checks.crosshair.conditions import MODEL_PATH, REMOTE_MODEL_PATH, parse_target, tasks_for
 from auxspec.checks.crosshair.inputs import MODES, TIME_BOXES, UNBOUNDED_SEARCHES
 from auxspec.checks.crosshair.report import describe, summary
 from auxspec.checks.crosshair.schedule import (
@@ -35,7 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="CrossHair (PEP 316) over every contract of the auxspec model.",
     )
     parser.add_argument(
-        "--target", action="append", help="FILE, FUNCTION or FILE:FUNCTION[,...] (default: models/sequential.py)"
+        "--target",
+        action="append",
+        help="FILE, FUNCTION or FILE:FUNCTION[,...] (default: models/sequential.py and models/remote.py)",
     )
     parser.add_argument("--budget", type=float, help="wall seconds to aim for; sets the per-function timeout")
     parser.add_argument(
@@ -64,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(data[0] if len(numbers) == 1 else data))
         return 0
 
-    targets = [parse_target(t) for t in args.target or [str(MODEL_PATH)]]
+    targets = [parse_target(t) for t in args.target or [str(MODEL_PATH), str(REMOTE_MODEL_PATH)]]
     tasks = [task for path, names in targets for task in tasks_for(str(path), path, names)]
     jobs = max(1, args.jobs)
     if args.per_condition_timeout is not None:
