@@ -48,3 +48,18 @@ def test_a_bug_breaking_one_condition_is_refuted_and_the_other_is_not_confirmed(
     messages = [str(m) for m in count["messages"]]  # type: ignore[attr-defined]
     assert messages and all(m.startswith(f"{model}:{line}: ") for m in messages), messages
     assert same_state["status"] == "unknown", same_state
+
+
+def test_a_step_of_put_with_its_own_contract_refutes_a_planted_bug(tmp_path: Path) -> None:
+    # put's eviction step, checked on its own (its space is small enough to
+    # exhaust): evicting the most recent evictable key instead of the least.
+    source = MODEL_PATH.read_text()
+    right = "    victims: list[str] = []\n    for key in order:\n"
+    assert source.count(right) == 1
+    model = tmp_path / "planted.py"
+    model.write_text(source.replace(right, "    victims: list[str] = []\n    for key in reversed(order):\n"))
+    least_recent, enough = _joint(model, "choose_victims", "0,1")
+    assert least_recent["status"] == "refuted", least_recent
+    assert enough["status"] == "unknown", enough
+    clean = _joint(MODEL_PATH, "choose_victims", "0,1")
+    assert [r["status"] for r in clean] == ["confirmed", "confirmed"], clean

@@ -8,6 +8,7 @@ the model with a planted bug be collected the same way as the model itself.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,10 @@ MODELS = Path(__file__).resolve().parents[2] / "models"
 MODEL_PATH = MODELS / "sequential.py"
 # The remote profile's model (docs/remote.md): its own states, built by make_remote_state.
 REMOTE_MODEL_PATH = MODELS / "remote.py"
+
+
+# ``post:``, or ``post[names]:`` for a function that changes the arguments named.
+_POST = re.compile(r"post(?:\[[^\]]*\])?:(.*)")
 
 
 @dataclass(frozen=True)
@@ -31,7 +36,7 @@ class Task:
 
 
 def contracted_functions(model: Path) -> dict[str, list[tuple[int, str]]]:
-    """Top-level functions of ``model`` with their ``post:`` lines (line, text)."""
+    """Top-level functions of ``model`` with their ``post:`` (or ``post[...]:``) lines (line, text)."""
     tree = ast.parse(model.read_text(), filename=str(model))
     found: dict[str, list[tuple[int, str]]] = {}
     for node in tree.body:
@@ -42,9 +47,9 @@ def contracted_functions(model: Path) -> dict[str, list[tuple[int, str]]]:
             continue
         first = node.body[0].lineno  # the docstring's first line
         posts = [
-            (first + offset, text.strip()[len("post:") :].strip())
+            (first + offset, match.group(1).strip())
             for offset, text in enumerate(doc.splitlines())
-            if text.strip().startswith("post:")
+            if (match := _POST.match(text.strip()))
         ]
         if posts:
             found[node.name] = posts

@@ -80,6 +80,7 @@ class Bounds:
     payloads: tuple[bytes, ...] = (b"p", b"q", b"pq")
     max_length: int = 2
     ints: tuple[int, ...] = (-1, 0, 1, 2, 3, 4, 5)
+    counts: tuple[int, ...] = (0, 1, 2)  # a key's reference count in a dict[str, int] (0: absent)
 
     def describe(self, function: str = "") -> str:
         """The bounds that apply to ``function``'s parameters (all of them when unnamed)."""
@@ -99,6 +100,12 @@ class Bounds:
             parts.append(f"lists of 0-{self.max_length}")
         if takes is None or "ints" in takes:
             parts.append(f"ints {self.ints[0]}..{self.ints[-1]} or Invalid")
+        if takes is not None and "stored" in takes:
+            parts.append(f"stored keys: the first 0-{len(self.keys)} of {''.join(self.keys)}, least recent first")
+        if takes is not None and "counts" in takes:
+            parts.append(f"reference counts: each of {''.join(self.keys)} {'/'.join(map(str, self.counts))}")
+        if takes is not None and "sets" in takes:
+            parts.append(f"key sets: each subset of {''.join(self.keys)}")
         if takes is not None and "profiles" in takes:
             parts.append("each profile")
         return "; ".join(parts)
@@ -125,6 +132,8 @@ ARGUMENTS: dict[str, set[str]] = {
     "flush": {"state"},
     "length": {"state"},
     "stats": {"state"},
+    "apply_pins": {"counts", "lists"},
+    "choose_victims": {"stored", "ints", "counts", "sets"},
 }
 # The bounds each contracted function is checked under in ``--mode bounded``
 # (docs/proofs.md gives, per condition, the measured paths per second and why
@@ -142,6 +151,9 @@ BOUNDS: dict[str, Bounds] = {
     "get_concatenated": Bounds(capacities=(1, 2), keys=("a", "b")),
     "read_into": Bounds(capacities=(1, 2), keys=("a", "b"), dangling=0, ints=(0, 1, 2)),
     "put": Bounds(capacities=(1, 2), keys=("a", "b"), payloads=(b"p", b"q", b"pq")),
+    # put's steps, each on its own (docs/proofs.md): pins over two keys, eviction over three.
+    "apply_pins": Bounds(keys=("a", "b")),
+    "choose_victims": Bounds(keys=("a", "b", "c"), ints=(1, 2), counts=(0, 1)),
 }
 # CPU seconds per condition in ``--mode bounded`` where the default would cut
 # an exhaustible space short (measured: about 70-110 paths per CPU second) or,
@@ -289,7 +301,9 @@ def register_bounded(model: ModuleType, bounds: Bounds) -> None:
     else:
         core.register_type(state_type, lambda factory: make_bounded_state(state_type, factory, bounds))
     proxies = getattr(core, "_SIMPLE_PROXIES", None)
-    if not isinstance(proxies, dict) or not all(typ in proxies for typ in (str, bytes, int, tuple, Union)):
+    if not isinstance(proxies, dict) or not all(
+        typ in proxies for typ in (str, bytes, int, tuple, list, set, dict, Union)
+    ):
         raise RuntimeError("this CrossHair has no creators to replace; bounded mode cannot bound the inputs")
 
     def choose(factory: Any, values: Sequence[Any]) -> Any:
@@ -316,6 +330,36 @@ def register_bounded(model: ModuleType, bounds: Bounds) -> None:
             return factory(valid[0]) if len(valid) == 1 else union(factory, *valid)
         return invalid()
 
+    lists, sets, dicts = proxies[list], proxies[set], proxies[dict]
+
+    def make_list(factory: Any, *args: Any) -> Any:
+        if len(args) != 1:
+            return lists(factory, *args)
+        length = _pick(factory.space, f"{factory.varname}_len", 0, bounds.max_length)
+        return [factory(args[0], f"_{i}") for i in range(length)]
+
+    def make_set(factory: Any, *args: Any) -> Any:
+        if args != (str,):
+            return sets(factory, *args)
+        space = factory.space
+        return {key for i, key in enumerate(bounds.keys) if space.smt_fork(desc=f"{factory.varname}_has{i}")}
+
+    def make_dict(factory: Any, *args: Any) -> Any:
+        space, name = factory.space, factory.varname
+        if args == (str, int):  # reference counts: each key absent or one of the bounds' counts
+            counts = {key: choose_count(space, f"{name}_count{i}") for i, key in enumerate(bounds.keys)}
+            return {key: count for key, count in counts.items() if count}
+        if args == (str, bytes):  # a store's keys and payloads, least recent first, as states hold them
+            stored = _pick(space, f"{name}_stored", 0, len(bounds.keys))
+            return {key: bytes([0x61 + i]) * bounds.nbytes[0] for i, key in enumerate(bounds.keys[:stored])}
+        return dicts(factory, *args)
+
+    def choose_count(space: Any, desc: str) -> int:
+        return bounds.counts[_pick(space, desc, 0, len(bounds.counts) - 1)]
+
+    proxies[list] = make_list
+    proxies[set] = make_set
+    proxies[dict] = make_dict
     proxies[str] = make_str
     proxies[bytes] = lambda factory, *args: choose(factory, bounds.payloads)
     proxies[int] = lambda factory, *args: choose(factory, bounds.ints)

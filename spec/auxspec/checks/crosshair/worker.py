@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from auxspec.checks.crosshair.inputs import (
+    ARGUMENTS,
     BOUNDS,
     Bounds,
     described,
@@ -135,6 +136,7 @@ def run_worker(
     else:
         culprits = set(indices)
         worst = "confirmed" if analysis.verification_status == VerificationStatus.CONFIRMED else "unknown"
+    takes_state = "state" in ARGUMENTS.get(function, {"state"})
     results = []
     for index in indices:
         mine = index in culprits
@@ -149,7 +151,7 @@ def run_worker(
                 "cpu": round(cpu, 2),
                 "joint": len(indices),
                 "bounds": None if bounds is None else described(module, bounds, function),
-                "space": None if bounds is None or is_remote(module) else bounds.states(),
+                "space": None if bounds is None or is_remote(module) or not takes_state else bounds.states(),
             }
         )
     return results
