@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from auxspec.checks.crosshair import BOUNDS, MODEL_PATH, contracted_functions
 
 
@@ -63,3 +65,27 @@ def test_a_step_of_put_with_its_own_contract_refutes_a_planted_bug(tmp_path: Pat
     assert enough["status"] == "unknown", enough
     clean = _joint(MODEL_PATH, "choose_victims", "0,1")
     assert [r["status"] for r in clean] == ["confirmed", "confirmed"], clean
+
+
+def test_the_run_time_contracts_read_post_names_and_old_values() -> None:
+    # apply_pins changes its counts in place: its conditions name the counts
+    # before the call as __old__.counts, which the run-time check provides too.
+    from auxspec.checks.contracts import ContractViolation, checked, contract_of
+    from auxspec.models import sequential
+
+    assert len(contract_of(sequential.apply_pins).post) == len(contracted_functions(MODEL_PATH)["apply_pins"]) == 4
+    assert checked(sequential.apply_pins)({"a": 1}, ["b"], ["a"]) == ({"b": 1}, ["a"], False)
+
+    # The same contract on a step that forgets which keys reached zero, defined
+    # among the model's names (a condition sees the globals of its function).
+    scope = dict(vars(sequential))
+    exec(  # a fixed planted step, not input
+        "def forgets_terminal_keys(counts, retain, release):\n"
+        "    counts, _, over = apply_pins(counts, retain, release)\n"
+        "    return counts, [], over\n",
+        scope,
+    )
+    forgets_terminal_keys = scope["forgets_terminal_keys"]
+    forgets_terminal_keys.__doc__ = sequential.apply_pins.__doc__
+    with pytest.raises(ContractViolation, match="_terminal_after"):
+        checked(forgets_terminal_keys)({"a": 1}, [], ["a"])
