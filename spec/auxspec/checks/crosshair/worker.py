@@ -12,6 +12,7 @@ function are then *unknown* (the exploration stopped there). The scheduler
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 from collections.abc import Mapping, Sequence
@@ -48,6 +49,11 @@ def load_model(path: Path) -> ModuleType:
     return module
 
 
+def _run_plainly(self: object) -> contextlib.AbstractContextManager[None]:
+    """``EnforcedConditions.enabled_enforcement`` that enforces nothing (see ``run_worker``)."""
+    return contextlib.nullcontext()
+
+
 def run_worker(
     model_path: Path, function: str, indices: Sequence[int], timeout: float, mode: str
 ) -> list[dict[str, Any]]:
@@ -66,17 +72,20 @@ def run_worker(
     from crosshair import core
     from crosshair.condition_parser import ConditionExpr, condition_parser
     from crosshair.core_and_libs import MessageType, analyze_function
+    from crosshair.enforce import EnforcedConditions
     from crosshair.fnutil import FunctionInfo
     from crosshair.options import AnalysisKind, AnalysisOptionSet
     from crosshair.statespace import VerificationStatus
 
     module = load_model(model_path)
     install_ordered_dict()
-    # A call to a function with its own contract (put's steps) is run, never
-    # replaced by a value its postconditions allow: put's conditions are
-    # checked on put's code whole, and a bug in a step is not hidden behind the
-    # step's contract (which its own exploration checks).
-    core.consider_shortcircuit = lambda *args, **kwargs: None
+    # A call to a function with its own contract (put's steps) is run plainly:
+    # not replaced by a value its postconditions allow (CrossHair's
+    # short-circuit), and not checked against them, since CrossHair drops a
+    # path on which a called function breaks its own postcondition. So put's
+    # conditions are checked on put's code whole, and a bug in a step shows
+    # through put as well as in the step's own exploration.
+    setattr(EnforcedConditions, "enabled_enforcement", _run_plainly)  # noqa: B010 - CrossHair's own method
     bounds = BOUNDS.get(function, Bounds()) if mode == "bounded" else None
     if bounds is not None:
         register_bounded(module, bounds)
