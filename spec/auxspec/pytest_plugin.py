@@ -42,7 +42,9 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         import hypothesis  # noqa: F401
     except ImportError:
-        raise pytest.UsageError("--auxspec-target needs the verify extra: pip install 'auxstore[verify]'") from None
+        raise pytest.UsageError(
+            "--auxspec-target needs the verify extra: pip install 'auxstore[verify]'"
+        ) from None
     OPTIONS.update(
         target=target,
         profile=config.getoption("auxspec_profile"),

@@ -142,7 +142,9 @@ def _with_str_keys(before: State, op: Op) -> Outcome | None:
         return tuple(obj if isinstance(obj, Bad) else (key(obj[0]), obj[1]) for obj in value)
 
     mapped = {Key: key, Keys: keys, Batch: batch}
-    changes = {f.name: mapped[type(f.kind)](getattr(op, f.name)) for f in kind_of(op).fields if type(f.kind) in mapped}
+    changes = {
+        f.name: mapped[type(f.kind)](getattr(op, f.name)) for f in kind_of(op).fields if type(f.kind) in mapped
+    }
     try:
         return step(replace(before, profile="upstream"), replace(op, **changes))[1]
     except UndefinedInput:

@@ -60,7 +60,6 @@ class Target:
     # tried before the structural rules of reference.binding.classify.
     errors: Errors = ()
 
-
 UPSTREAM_ENV = "AUXSTORE_UPSTREAM"
 _UPSTREAM_RELATIVE = Path("..") / "shared" / "upstream" / "vllm_store.py"
 
@@ -154,6 +153,7 @@ def observe_vllm(store: Any) -> StoreSnapshot:
         (key, arena[slot * size : (slot + 1) * size] if slot >= 0 else b"") for key, slot in store._lru.items()
     )
     return StoreSnapshot(entries=entries, references=tuple(sorted(store._references.items())), closed=False)
+
 
 
 def load_target(spec: str | None) -> Target:

@@ -349,7 +349,9 @@ def _put_failures_are_justified(
     return succeeds and kinds == ({Kind.CAPACITY} if invalid[0] else set())
 
 
-def _read_is_exact(old: State, keys: tuple[KeyArg, ...], buffer_nbytes: int | Invalid | None, allowed: Allowed) -> bool:
+def _read_is_exact(
+    old: State, keys: tuple[KeyArg, ...], buffer_nbytes: int | Invalid | None, allowed: Allowed
+) -> bool:
     """R1: a success is every payload joined in order; a failure is always
     possible for a non-empty valid read of an open store; success is possible
     exactly when what was seen lets every key still be stored."""

@@ -217,3 +217,4 @@ def _cause_exception(cause: str, profile: str) -> BaseException:
     if cause == FAULT:
         return RuntimeError("the inner store failed")
     return binding.exception_for(Kind(cause), profile, f"background write failed: {cause}")
+

@@ -109,7 +109,8 @@ class ReferenceStore:
     def __repr__(self) -> str:
         state = self._state
         head = (
-            f"ReferenceStore(profile={state.profile!r}, capacity={state.capacity}, object_nbytes={state.object_nbytes}"
+            f"ReferenceStore(profile={state.profile!r}, capacity={state.capacity}, "
+            f"object_nbytes={state.object_nbytes}"
         )
         if state.closed:
             return f"{head}, closed)"
