@@ -12,11 +12,12 @@ it fuzzes to them: ``pre:`` before the call, ``post:`` after it (with
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from types import CodeType, ModuleType
+from types import CodeType, ModuleType, SimpleNamespace
 from typing import Any
 
 
@@ -46,7 +47,7 @@ def contract_of(function: Callable[..., Any]) -> Contract:
         text = text.strip()
         if label == "pre":
             pre.append((text, compile(text, f"<pre of {function.__name__}>", "eval")))
-        elif label == "post":
+        elif label == "post" or label.startswith("post["):  # post[names]: the step changes those arguments
             post.append((text, compile(text, f"<post of {function.__name__}>", "eval")))
         elif label == "raises":
             # The defining module's names (a decorator's wrapper, such as
@@ -69,6 +70,8 @@ def checked(function: Callable[..., Any]) -> Callable[..., Any]:
         # One namespace: a comprehension inside a condition sees only globals.
         names = {**scope, **bound.arguments}
         shown = dict(bound.arguments)
+        # ``__old__``: the arguments as they were before the call (a step may change those its post[...] names).
+        names["__old__"] = SimpleNamespace(**copy.deepcopy(bound.arguments))
         for text, code in contract.pre:
             if not eval(code, names):  # the model's own docstring lines
                 raise ContractViolation(f"{function.__name__}: precondition {text!r} does not hold for {shown}")

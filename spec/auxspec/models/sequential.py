@@ -13,6 +13,7 @@ them; ``check(state)`` is the same state invariant, callable at run time.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 # A str, not a Literal: CrossHair cannot build Literal-typed fields; check()
@@ -246,6 +247,12 @@ def apply_pins(counts: dict[str, int], retain: list[str], release: list[str]) ->
     Returns the new counts (``counts`` is updated in place), the keys that
     reached zero in the order they did (terminal keys), and whether a release
     found no reference (the counts then hold what was applied before it).
+
+    pre: all(count >= 1 for count in counts.values())
+    post[counts]: __return__[0] is counts and all(count >= 1 for count in counts.values())
+    post: __return__[2] == _overreleases(__old__.counts, retain, release)
+    post: __return__[2] or __return__[0] == _counts_after(__old__.counts, retain, release)
+    post: __return__[2] or __return__[1] == _terminal_after(__old__.counts, retain, release)
     """
     for key in retain:
         counts[key] = counts.get(key, 0) + 1
@@ -287,7 +294,12 @@ def choose_victims(
     order: dict[str, bytes], capacity: int, counts: dict[str, int], protected: set[str]
 ) -> list[str] | None:
     """Step 4: the least recent unreferenced, unprotected keys to evict so the
-    store fits, or None when there are too few of them."""
+    store fits, or None when there are too few of them.
+
+    pre: capacity >= 1
+    post: __return__ is None or _victims_are_least_recent(order, capacity, counts, protected, __return__)
+    post: (__return__ is None) == (len([k for k in order if k in counts or k in protected]) > capacity)
+    """
     excess = len(order) - capacity
     if excess <= 0:
         return []
@@ -491,10 +503,38 @@ def _pinned_keys_survive(old: State, new: State) -> bool:
 
 
 def _expected_counts(old: State, retain: tuple[KeyArg, ...], release: tuple[KeyArg, ...]) -> dict[str, int]:
-    counts = dict(old.refs)
-    every = set(counts) | {k for k in retain + release if isinstance(k, str)}
-    totals = {k: counts.get(k, 0) + retain.count(k) - release.count(k) for k in every}
+    return _counts_after(dict(old.refs), retain, release)
+
+
+def _counts_after(counts: dict[str, int], retain: Sequence[KeyArg], release: Sequence[KeyArg]) -> dict[str, int]:
+    """Each key's count plus its retains minus its releases (keys at zero absent)."""
+    every = set(counts) | {k for k in [*retain, *release] if isinstance(k, str)}
+    totals = {k: counts.get(k, 0) + list(retain).count(k) - list(release).count(k) for k in every}
     return {k: n for k, n in totals.items() if n != 0}
+
+
+def _overreleases(counts: dict[str, int], retain: Sequence[KeyArg], release: Sequence[KeyArg]) -> bool:
+    """Some release finds no reference left, with every retain applied first."""
+    return any(
+        counts.get(key, 0) + list(retain).count(key) - list(release[: i + 1]).count(key) < 0
+        for i, key in enumerate(release)
+        if isinstance(key, str)
+    )
+
+
+def _victims_are_least_recent(
+    order: dict[str, bytes], capacity: int, counts: dict[str, int], protected: set[str], victims: list[str]
+) -> bool:
+    """The victims are as many keys as the store is over capacity, none referenced
+    or protected, each less recent than every evictable key that stays."""
+    position = {key: i for i, key in enumerate(order)}
+    stays = [k for k in order if k not in victims and k not in counts and k not in protected]
+    return (
+        len(set(victims)) == len(victims) == max(0, len(order) - capacity)
+        and all(k in order and k not in counts and k not in protected for k in victims)
+        and all(position[v] < position[k] for v in victims for k in stays)
+        and [k for k in order if k in victims] == victims
+    )
 
 
 def _counts_follow_pins(
@@ -509,10 +549,14 @@ def _counts_follow_pins(
 
 
 def _terminal_order(old: State, retain: tuple[KeyArg, ...], release: tuple[KeyArg, ...]) -> list[str]:
+    return _terminal_after(dict(old.refs), retain, release)
+
+
+def _terminal_after(counts: dict[str, int], retain: Sequence[KeyArg], release: Sequence[KeyArg]) -> list[str]:
     # A key is terminal when its running count, after all retains, hits zero
     # at some release; its place in the order is the index of that release.
     # (Only puts whose keys are all str get this far; the filter is for the types.)
-    running = dict(old.refs)
+    running = dict(counts)
     for key in [k for k in retain if isinstance(k, str)]:
         running[key] = running.get(key, 0) + 1
     hit_zero: list[str] = []
@@ -570,12 +614,7 @@ def _failures_are_justified(
     if outcome.kind == Kind.UNREFERENCED:
         # Some release finds no reference left: every retain comes first,
         # then the releases in order.
-        counts = dict(old.refs)
-        return any(
-            counts.get(key, 0) + retain.count(key) - release[: i + 1].count(key) < 0
-            for i, key in enumerate(release)
-            if isinstance(key, str)
-        )
+        return _overreleases(dict(old.refs), retain, release)
     # Capacity: even after evicting every unreferenced, unprotected key the
     # batch and the pinned keys do not fit.
     batch_keys = set(k for k, _ in objects if isinstance(k, str))
