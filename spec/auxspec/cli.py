@@ -668,13 +668,11 @@ def _replays(path: Path, target: Target) -> bool:
         return False
 
 
-def _commands(args: argparse.Namespace, path: Path, explain: bool = True) -> list[str]:
+def _commands(args: argparse.Namespace, path: Path) -> list[str]:
     """The explain and reproduce commands for the vector at ``path``, as a fresh shell runs them."""
     given = report_text.target_words(args.target, args.exec_command)
-    lines = []
-    if explain:
-        words = ["explain", str(path), *(given or ["--target"])]
-        lines += report_text.wrapped("explain:  ", report_text.command(words))
+    words = ["explain", str(path), *(given or ["--target"])]
+    lines = report_text.wrapped("explain:  ", report_text.command(words))
     lines += report_text.wrapped("reproduce:", report_text.command(["reproduce", str(path), *given]))
     return lines
 
@@ -705,7 +703,7 @@ def _diverged_background(
     vector = scenario_vector(scenario, "background-divergence", f"found by auxspec verify on {report['target']}")
     args.out.write_text(traces.dumps_background(vector), encoding="utf-8")
     lines.append(f"written to {args.out} (a background vector: the owner calls and the writer's schedule)")
-    lines += _commands(args, args.out, explain=False)
+    lines += _commands(args, args.out)
     _say_block(args, say, lines)
     report.update(result="diverges", background={"violation": violation}, trace=str(args.out))
     return _finish(args, report, 1, say)

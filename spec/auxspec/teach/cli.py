@@ -12,13 +12,17 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from auxspec.drivers import report as report_text
+from auxspec.drivers.gated import Violation, run_scenario
+from auxspec.drivers.gated import describe as describe_step
 from auxspec.drivers.protocol import ProtocolError, check_op_timeout
 from auxspec.drivers.verify import exec_target
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
 from auxspec.engine.ops import ALL, Trace
 from auxspec.engine.target import Target, load_target
-from auxspec.engine.traces import TraceError
+from auxspec.engine.traces import TraceError, printable
+from auxspec.generators.background import Release, Scenario, vector_scenario
 from auxspec.models.sequential import Outcome
 from auxspec.teach import terminal
 from auxspec.teach.html import page
@@ -134,6 +138,8 @@ def _looks_like_trace(path: Path) -> bool:
 
 
 def explain(args: argparse.Namespace) -> int:
+    if not args.fuzz and args.file.suffix == ".jsonl" and traces.is_background(args.file):
+        return explain_background(args)
     target: Target | None = None
     stop = None
     try:
@@ -177,6 +183,60 @@ def explain(args: argparse.Namespace) -> int:
             return 2
         print(f"HTML written to {args.html}")
     return 1 if target is not None and line.diverges_at is not None else 0
+
+
+def background_steps(scenario: Scenario) -> list[str]:
+    """A background scenario as rows: the store, then each owner call and
+    each of the writer's releases in order, then the ending."""
+    faults = ", ".join(f"inner call {index + 1} raises {make.__name__}" for index, make in scenario.faults)
+    rows = [
+        f"background store(max_pending_batches={scenario.max_pending_batches!r}) over "
+        f"{'no inner store' if scenario.inner == 'none' else 'store'}(max_bytes={scenario.max_bytes}, "
+        f"object_nbytes={scenario.object_nbytes}, profile={scenario.profile})"
+        + (f"; faults: {faults}" if faults else "")
+    ]
+    calls = 0
+    for step in scenario.ops:
+        if isinstance(step, Release):
+            rows.append(f"      writer: may apply {step.batches} more batch(es) to the inner store")
+        else:
+            calls += 1
+            rows.append(f"{calls:>4}. {describe_step(step)}")
+    rows.append("      then the owner " + ("closes the store" if scenario.ending == "close" else "drops it unclosed"))
+    return [report_text.clip(row) for row in rows]
+
+
+def explain_background(args: argparse.Namespace) -> int:
+    """``auxspec explain`` of a background vector: its owner calls and the
+    writer's schedule step by step; with --target, the scenario run on that
+    store's background class (the writer held and let go as recorded) and
+    what it did that the background spec does not allow."""
+    try:
+        if args.exec_command:
+            raise LookupError("a background vector needs a Python target (--target): a port process has no writer")
+        scenario = vector_scenario(traces.load_background(args.file))
+        target = None if args.target is None else load_target(None if args.target == BUNDLED else args.target)
+        if target is not None and (target.background is None or target.observe is None):
+            raise LookupError(f"{target.label} has no background store (or no snapshot()) to run this on")
+    except (LookupError, OSError, ImportError, TraceError, ValueError) as error:
+        print(f"auxspec: {error}", file=sys.stderr)
+        return 2
+    print(f"{args.file.name}: a background vector (profile {scenario.profile}): the owner's calls and the writer's")
+    print("schedule, as verify ran them; the writer applies queued batches only where a release step says so")
+    for row in background_steps(scenario):
+        print(printable(row))
+    if target is None:
+        print("add --target to run it on a store's background class and see what it does against the spec")
+        return 0
+    try:
+        run_scenario(target, scenario)
+    except Violation as violation:
+        for line in report_text.clip_lines(str(violation)).split("\n"):
+            print(line)
+        print(f"{target.label}'s background store did what the background spec does not allow")
+        return 1
+    print(f"{target.label}'s background store agrees with the background spec on this scenario")
+    return 0
 
 
 def pointer(out: Path, target: str | None, exec_command: str | None) -> str:
