@@ -364,3 +364,55 @@ def test_a_vector_that_cannot_hold_what_diverged_says_so(tmp_path: Path, capsys:
     printed = capsys.readouterr().out
     assert "KeyStr(" in printed and "note: the written vector does not diverge when replayed" in printed, printed
     assert compare(traces.load(out).trace, load_target(str(port))) is None
+
+
+_CRASHING_PORT = """
+import json, sys
+from auxspec.drivers.protocol import serve
+from auxspec.reference.store import ReferenceStore
+
+class Lines:
+    news = 0
+    def readline(self, most):
+        line = sys.stdin.buffer.readline(most)
+        request = json.loads(line) if line.strip() else {}
+        Lines.news += request.get("op") == "new"
+        if CRASHES(request):
+            sys.exit(7)
+        return line
+
+CRASHES = lambda request: %s
+sys.exit(serve(lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n), Lines()))
+"""
+
+
+def _crashing_port(tmp_path: Path, crashes: str) -> str:
+    script = tmp_path / "crashing_port.py"
+    script.write_text(_CRASHING_PORT % crashes, encoding="utf-8")
+    return f"{sys.executable} {script}"
+
+
+def test_a_crashed_port_is_shrunk_in_fresh_processes(tmp_path: Path) -> None:
+    """A port process that crashes on one call: its trace is shrunk, each
+    candidate run in a process of its own, to that call alone; one that
+    crashed for its own history (its second store) is kept as found."""
+    command = _crashing_port(tmp_path, "request.get('op') == 'get' and len(request.get('keys', ())) >= 2")
+    target, stop = verify.exec_target(command)
+    padding = (Put((("a", b"\1\1"),)), Get(("a",)), Put((("b", b"\2\2"),), ("a",)), Put((), (), ("a",)))
+    trace = Trace("strict", 6, 2, (*padding, Get(("b",)), Put((("c", b"\3\3"),)), Get(("c", "b")), Get(("a",))))
+    try:
+        found = compare(trace, target)
+    finally:
+        stop()
+    assert found is not None and found.actual.startswith(verify.BROKE) and found.step == 6
+    shrunk = verify.shrink_divergence(found, target, fresh=lambda: verify.exec_target(command))
+    assert len(shrunk.value.ops) == 1 and shrunk.ended_by == "fixpoint", shrunk
+    (only,) = shrunk.value.ops
+    assert isinstance(only, Get) and len(only.keys) == 2  # type: ignore[arg-type]
+    assert shrunk.failure.actual.startswith(verify.BROKE)
+    # Without a fresh process (a Python target's caller), or when the port does not break on the trace
+    # in a fresh one, the trace is kept as it was found.
+    assert verify.shrink_divergence(found, target).ended_by == "skipped"
+    second_store = _crashing_port(tmp_path, "Lines.news >= 2")
+    kept = verify.shrink_divergence(found, target, fresh=lambda: verify.exec_target(second_store))
+    assert kept.ended_by == "skipped" and kept.value.ops == trace.ops[:7] and kept.tries == 1

@@ -301,7 +301,7 @@ def _phases(
                 phase = f"vector {printable(vector.name)}"
                 return _diverged(args, report, divergence, say, phase, target, name=printable(vector.name))
             say(f"vector {printable(vector.name)} ({number}/{len(usable)}) diverges")
-            divergence = verify.shrink_divergence(divergence, target).failure  # as every counterexample is
+            divergence = verify.shrink_divergence(divergence, target, fresh=_fresh_port(args)).failure
             if divergence.deviation is None:
                 failing.append((vector, divergence))
                 say("  " + _render(args, divergence).replace("\n", "\n  "))
@@ -629,7 +629,8 @@ def _diverged(
     it: shrunk, headed by the op that differs, written to --out as a
     vector, with the explain and reproduce commands."""
     before = divergence.length
-    shrunk = verify.shrink_divergence(divergence, target, known)
+    fresh = _fresh_port(args)
+    shrunk = verify.shrink_divergence(divergence, target, known, fresh=fresh)
     divergence = shrunk.failure
     report["shrink"] = {
         "from_ops": before,
@@ -647,7 +648,7 @@ def _diverged(
         report["deviation"] = divergence.deviation
     _write_shortest(divergence, args.out, name, report["target"])
     lines.append(f"written to {args.out}")
-    if not _replays(args.out, target):
+    if not _replays(args.out, target, fresh if divergence.actual.startswith(verify.BROKE) else None):
         lines.append(
             "note: the written vector does not diverge when replayed (a trace file holds str and int subclass "
             "values as plain ones, and a port may not repeat itself): the trace above is the one that diverged"
@@ -660,12 +661,35 @@ def _diverged(
     return _finish(args, report, 1, say)
 
 
-def _replays(path: Path, target: Target) -> bool:
-    """Whether the vector just written diverges again on ``target``, as reproduce will replay it."""
+def _replays(path: Path, target: Target, fresh: Any = None) -> bool:
+    """Whether the vector just written diverges again on ``target``, as
+    reproduce will replay it (in a port process of its own, given ``fresh``:
+    one that broke on it may have broken for its history)."""
     try:
-        return compare(traces.load(path).trace, target) is not None
+        trace = traces.load(path).trace
+        if fresh is not None:
+            return verify.broken_in_fresh_process(fresh)(trace) is not None
+        return compare(trace, target) is not None
     except (TraceError, PortBroken):
         return False
+
+
+def _fresh_port(args: argparse.Namespace) -> Any:
+    """A new port process as verify's (its options applied), and how to stop
+    it: what a crashed, hung or garbled port's trace is shrunk on; None
+    without --exec."""
+    if args.exec_command is None:
+        return None
+
+    def fresh() -> tuple[Target, Any]:
+        target, stop = verify.exec_target(args.exec_command, args.op_timeout)
+        if args.exact_order:
+            target = replace(target, exact_order=True)
+        if args.errors:
+            target = replace(target, errors=_errors(args.errors))
+        return target, stop
+
+    return fresh
 
 
 def _commands(args: argparse.Namespace, path: Path) -> list[str]:

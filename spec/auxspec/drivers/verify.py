@@ -399,10 +399,20 @@ def shrink_divergence(
     known: frozenset[str] = frozenset(),
     tries: int = shrink.TRIES,
     seconds: float = shrink.SECONDS,
+    fresh: Callable[[], tuple[Target, Callable[[], None]]] | None = None,
 ) -> shrink.Shrunk[Trace]:
     """``divergence``'s trace shrunk op by op (``drivers.shrink``): a
     candidate counts when it diverges in the same class, a documented
-    deviation of the same name, or no deviation and none of ``known``."""
+    deviation of the same name, or no deviation and none of ``known``.
+
+    A port process that crashed, hung or answered garbage may have done so
+    for its own history (its nth request), which a candidate run in the same
+    process does not repeat: given ``fresh`` (a new port process and how to
+    stop it), each candidate runs in a process of its own and counts when the
+    port breaks on it too, within ``BROKEN_TRIES`` and ``BROKEN_SECONDS`` (a
+    hung port costs a timeout per try); the trace is first run once so in a
+    fresh process, and kept as it was when the port does not break on it
+    there (or when there is no ``fresh``)."""
     wanted = divergence.deviation
 
     def fails(trace: Trace) -> Divergence | None:
@@ -421,11 +431,43 @@ def shrink_divergence(
     if divergence.steps is not None:  # streamed from a vector: its ops up to the step are at hand
         divergence = replace(divergence, steps=None)
     if divergence.actual.startswith(BROKE):
-        # A port process that crashed, hung or answered garbage may have done so
-        # for its own history (its nth request), which a candidate run in the same
-        # process does not repeat: the trace it broke on is kept as it was.
-        return shrink.Shrunk(full, divergence, 0, "skipped")
+        if fresh is None:
+            return shrink.Shrunk(full, divergence, 0, "skipped")
+        breaks = broken_in_fresh_process(fresh)
+        again = breaks(full)
+        if again is None:  # it broke for its history, not for this trace: kept as found
+            return shrink.Shrunk(full, divergence, 1, "skipped")
+        tries, seconds = min(tries, BROKEN_TRIES), min(seconds, BROKEN_SECONDS)
+        shrunk = shrink.shrink_trace(full, again, breaks, cut, tries, seconds)
+        return replace(shrunk, tries=shrunk.tries + 1)
     return shrink.shrink_trace(full, divergence, fails, cut, tries, seconds)
+
+
+BROKEN_TRIES = 40  # candidates a crashed, hung or garbled port's trace may try, each in a process of its own
+BROKEN_SECONDS = 60.0  # and the time they may take (a hung port costs its --op-timeout per try)
+
+
+def broken_in_fresh_process(
+    fresh: Callable[[], tuple[Target, Callable[[], None]]],
+) -> Callable[[Trace], Divergence | None]:
+    """How a trace is judged when the port broke on it: run in a port
+    process started for it alone, its divergence when the port breaks on it
+    again (crashes, hangs, answers garbage), else None."""
+
+    def breaks(trace: Trace) -> Divergence | None:
+        try:
+            target, stop = fresh()
+        except PortBroken:
+            return None
+        try:
+            found = compare(trace, target)
+        except PortBroken:  # it broke before answering anything: not this trace's doing
+            return None
+        finally:
+            stop()
+        return found if found is not None and found.actual.startswith(BROKE) else None
+
+    return breaks
 
 
 BROKE = "the port broke"  # how engine.compare words a port process that crashed, hung or broke the protocol
