@@ -416,3 +416,37 @@ def test_a_crashed_port_is_shrunk_in_fresh_processes(tmp_path: Path) -> None:
     second_store = _crashing_port(tmp_path, "Lines.news >= 2")
     kept = verify.shrink_divergence(found, target, fresh=lambda: verify.exec_target(second_store))
     assert kept.ended_by == "skipped" and kept.value.ops == trace.ops[:7] and kept.tries == 1
+
+
+def test_the_shrinker_compresses_calls_the_spec_makes_equivalent() -> None:
+    """A bug that needs 300 touches of one key before a stats() (a hit
+    counter kept in 8 bits): the touches become one read that repeats the
+    key, the puts of nothing and the other observations go, in few tries."""
+    from auxspec.engine.ops import Len, Stats
+
+    ops: list[object] = [Put((("a", b"\1"),))]
+    for number in range(300):
+        ops.append(Get(("a",)))
+        if number % 10 == 0:
+            ops.append(Put(()))
+        if number % 7 == 0:
+            ops.append(Len())
+    trace = Trace("strict", 4, 1, (*ops, Stats()))  # type: ignore[arg-type]
+
+    class Failure:
+        def __init__(self, trace: Trace) -> None:
+            self.step = len(trace.ops) - 1
+
+    def fails(candidate: Trace) -> Failure | None:
+        touches = sum(len(op.keys) for op in candidate.ops if isinstance(op, Get) and "a" in op.keys)  # type: ignore[arg-type]
+        stored = any(isinstance(op, Put) and op.objects for op in candidate.ops)
+        ends = bool(candidate.ops) and isinstance(candidate.ops[-1], Stats)
+        return Failure(candidate) if touches >= 300 and stored and ends else None
+
+    def cut(candidate: Trace, failure: Failure) -> Trace:
+        return Trace(candidate.profile, candidate.max_bytes, candidate.object_nbytes, candidate.ops[: failure.step + 1])
+
+    shrunk = shrink.shrink_trace(trace, Failure(trace), fails, cut)
+    assert [type(op).__name__ for op in shrunk.value.ops] == ["Put", "Get", "Stats"], shrunk.value.ops
+    assert shrunk.value.ops[1] == Get(("a",) * 300)
+    assert shrunk.ended_by == "fixpoint" and shrunk.tries < 250, shrunk.tries
