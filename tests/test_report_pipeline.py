@@ -7,6 +7,7 @@ is verify's; a count budget explores the same traces on any machine."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -450,3 +451,45 @@ def test_the_shrinker_compresses_calls_the_spec_makes_equivalent() -> None:
     assert [type(op).__name__ for op in shrunk.value.ops] == ["Put", "Get", "Stats"], shrunk.value.ops
     assert shrunk.value.ops[1] == Get(("a",) * 300)
     assert shrunk.ended_by == "fixpoint" and shrunk.tries < 250, shrunk.tries
+
+
+def test_a_deep_catch_is_shrunk_written_and_replayed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A counter that needs thousands of calls (stats().hits wrapping at
+    2,048): the long trace is judged and written on the in-place spec, its
+    commands carry the variables its size needs and run (reproduce and
+    explain exit 1 on it), and the shrinker makes its touches one read."""
+    from auxspec.engine.ops import Len, Stats
+
+    port = tmp_path / "hits_11_bits.py"
+    port.write_text(
+        f"import sys\nsys.path.insert(0, {str(PORTS / 'depth')!r})\n"
+        "from d_hits_in_16_bits import BlockObjectStore as Deep\n\n"
+        "class BlockObjectStore(Deep):\n    WRAP = 2048\n"
+    )
+    target = load_target(str(port))
+    ops: list[object] = [Put((("a", b"\1\2"),))]
+    for number in range(2_100):
+        ops += [Get(("a",)), *([Len()] if number % 40 == 0 else [])]
+    trace = Trace("strict", 8, 2, (*ops, Stats()))  # type: ignore[arg-type]
+    assert verify.is_long(trace)
+    found = verify.judge_long(trace, target)
+    assert found is not None and found.step == len(trace.ops) - 1
+    out = tmp_path / "deep.jsonl"
+    cli._write_shortest(found, out, "deep", "a test")
+    assert len(traces.load(out).trace.ops) == len(trace.ops)
+    monkeypatch.setattr(traces, "MAX_HELD_OPS", 1_000)  # as a vector of 100,000 calls is past the default
+    commands = " ".join(cli._commands(argparse.Namespace(target=str(port), exec_command=None), out))
+    assert f"{traces.OPS_VARIABLE}={len(trace.ops) + 1}" in commands
+    assert cli.main(["reproduce", str(out), "--target", str(port)]) == 2  # past the limit without it
+    capsys.readouterr()
+    monkeypatch.setenv(traces.OPS_VARIABLE, str(len(trace.ops) + 1))
+    assert cli.main(["reproduce", str(out), "--target", str(port)]) == 1
+    assert "judged on the in-place spec" in capsys.readouterr().out
+    assert cli.main(["explain", str(out), "--target", str(port)]) == 1
+    shown = capsys.readouterr().out
+    assert "too many to step through" in shown and "stats()" in shown
+    shrunk = verify.shrink_divergence(found, target)
+    assert [type(op).__name__ for op in shrunk.value.ops] == ["Put", "Get", "Stats"], shrunk.value.ops
+    assert len(shrunk.value.ops[1].keys) >= 2_048  # type: ignore[attr-defined]

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from random import Random
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from hypothesis import HealthCheck, Phase, configuration, find, settings
 from hypothesis import strategies as st
@@ -41,13 +41,15 @@ from auxspec.engine import traces
 from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.compare import Divergence, compare, compare_stream
 from auxspec.engine.domain import SIZE_SWEEP, Domain
+from auxspec.engine.expect import expected_outcomes
 from auxspec.engine.fields import Batch, Key, Keys
 from auxspec.engine.ops import PYTHON, Bad, Trace
-from auxspec.engine.table import kind_of
+from auxspec.engine.table import kind_of, step
 from auxspec.engine.target import PortBroken, Target
 from auxspec.generators import exhaustive, guided, large
 from auxspec.generators.background import Scenario, background_scenario, scaled_background_scenario
-from auxspec.models.sequential import State
+from auxspec.models import incremental
+from auxspec.models.sequential import Outcome, State
 
 # The scope the random phase is meant to reach, per dimension (issue 12):
 # what the scope report calls "not reached" when a run ends short of it.
@@ -417,7 +419,7 @@ def shrink_divergence(
 
     def fails(trace: Trace) -> Divergence | None:
         try:
-            found = compare(trace, target)
+            found = judge_long(trace, target) if is_long(trace) else compare(trace, target)
         except PortBroken:
             return None
         if found is None or found.deviation != wanted or (wanted is None and found.deviation in known):
@@ -441,6 +443,40 @@ def shrink_divergence(
         shrunk = shrink.shrink_trace(full, again, breaks, cut, tries, seconds)
         return replace(shrunk, tries=shrunk.tries + 1)
     return shrink.shrink_trace(full, divergence, fails, cut, tries, seconds)
+
+
+LONG_TRACE = 2_000  # a trace longer than this (a deep one) is judged on the in-place spec, not the model
+LONG_EVERY = 1_024  # ops between its whole-state comparisons
+
+
+def is_long(trace: Trace) -> bool:
+    """Whether ``trace`` is judged as a deep one: longer than ``LONG_TRACE``,
+    over int sizes (all the in-place spec takes)."""
+    return len(trace.ops) > LONG_TRACE and type(trace.max_bytes) is int and type(trace.object_nbytes) is int
+
+
+def judge_long(trace: Trace, target: Target) -> Divergence | None:
+    """A deep trace compared as the depth phase does (``drivers.depth``): on
+    the model's semantics stepped in place (``models.incremental``, O(call)),
+    every op's outcome, the whole state every ``LONG_EVERY`` ops and after the
+    last. The spec's state before the op is the in-place one, so it is
+    dropped (no deviation is judged on it)."""
+    found = compare(trace, target, every=LONG_EVERY, replay=False, semantics=incremental)
+    return None if found is None else replace(found, before=None)
+
+
+def expected_outcomes_of(trace: Trace) -> tuple[Outcome, ...]:
+    """The spec's outcome of each op of ``trace``, for its vector: the model's,
+    or for a deep trace (``is_long``) the in-place spec's, which costs each op
+    its own size (the model's would copy the store at every op: minutes for a
+    vector of 100,000 calls)."""
+    if not is_long(trace):
+        return tuple(outcome for outcome, _ in expected_outcomes(trace))
+    assert isinstance(trace.max_bytes, int) and isinstance(trace.object_nbytes, int)
+    live = incremental.new(trace.max_bytes, trace.object_nbytes, trace.profile)
+    if not isinstance(live, incremental.Live):
+        return ()
+    return tuple(step(cast(Any, live), op, incremental)[1] for op in trace.ops)
 
 
 BROKEN_TRIES = 40  # candidates a crashed, hung or garbled port's trace may try, each in a process of its own
@@ -564,7 +600,6 @@ def explore_background(
 # ------------------------------------------------------------------ depth
 
 DEPTH_MIN_TIME = 15.0  # --depth auto runs the phase from this --max-time on (the default 30 s run has it)
-DEPTH_VECTOR_CALLS = 2_000  # a depth catch shrunk to fewer calls is written as a vector; a longer one by its seed
 DEPTH_SHARE = 0.5  # of --max-time, the most the phase's lives may take (its shrinking comes on top)
 
 

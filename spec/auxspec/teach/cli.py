@@ -16,7 +16,7 @@ from auxspec.drivers import report as report_text
 from auxspec.drivers.gated import Violation, run_scenario
 from auxspec.drivers.gated import describe as describe_step
 from auxspec.drivers.protocol import ProtocolError, check_op_timeout
-from auxspec.drivers.verify import exec_target
+from auxspec.drivers.verify import exec_target, is_long, judge_long
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
 from auxspec.engine.ops import ALL, Trace
@@ -155,6 +155,12 @@ def explain(args: argparse.Namespace) -> int:
     except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
+    if is_long(given.trace):
+        try:
+            return explain_long(given.trace, args.file, target)
+        finally:
+            if stop:
+                stop()
     try:
         try:
             line = timeline(given.trace, given.title, given.description, given.recorded, most_held)
@@ -183,6 +189,34 @@ def explain(args: argparse.Namespace) -> int:
             return 2
         print(f"HTML written to {args.html}")
     return 1 if target is not None and line.diverges_at is not None else 0
+
+
+def explain_long(trace: Trace, path: Path, target: Target | None) -> int:
+    """``auxspec explain`` of a deep trace (a depth catch of tens of
+    thousands of calls): step by step it would be that many screens, so its
+    calls are shown by their ends; with a target, it is judged as the depth
+    phase judges it (``verify.judge_long``) and the calls up to the one that
+    differs are shown with both sides."""
+    print(f"{path.name}: {len(trace.ops):,} calls, too many to step through: the first and the last")
+    print(f"store(max_bytes={trace.max_bytes}, object_nbytes={trace.object_nbytes}, profile={trace.profile})")
+    for number, op in [*enumerate(trace.ops[:3], 1), *enumerate(trace.ops[-6:], len(trace.ops) - 5)]:
+        if number == len(trace.ops) - 5:
+            print(f"  ... {len(trace.ops) - 9:,} calls ...")
+        print(report_text.clip(f"{number:>7,}. {describe_step(op)}"))
+    if target is None:
+        print("add --target (or --exec) to run it on a store and see where that store differs")
+        return 0
+    try:
+        found = judge_long(trace, target)
+    except ProtocolError as error:
+        print(f"auxspec: the port broke the protocol: {error}", file=sys.stderr)
+        return 2
+    if found is None:
+        print(f"{target.label} agrees with the spec on all {len(trace.ops):,} calls (the in-place spec's outcomes)")
+        return 0
+    print(report_text.headline(found, f"explain, on {target.label}"))
+    print(report_text.clip_lines(found.render(last=report_text.SHOWN_OPS)))
+    return 1
 
 
 def background_steps(scenario: Scenario) -> list[str]:
