@@ -331,6 +331,8 @@ def shrink_scenario(
     def candidates(now: Scenario) -> Iterator[Scenario]:
         if now.ending == "drop":
             yield replace(now, ending="close")
+        for ops in _bulk_cuts(now.ops):
+            yield replace(now, ops=ops)
         for ops in _cuts(now.ops):
             yield replace(now, ops=ops)
         for ops in _op_merges(now.ops):
