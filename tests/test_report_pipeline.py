@@ -473,7 +473,7 @@ def test_a_deep_catch_is_shrunk_written_and_replayed(
     for number in range(2_100):
         ops += [Get(("a",)), *([Len()] if number % 40 == 0 else [])]
     trace = Trace("strict", 8, 2, (*ops, Stats()))  # type: ignore[arg-type]
-    assert verify.is_long(trace)
+    assert verify.is_deep(trace)
     found = verify.judge_long(trace, target)
     assert found is not None and found.step == len(trace.ops) - 1
     out = tmp_path / "deep.jsonl"

@@ -566,7 +566,7 @@ def _depth(
     record.update(life=run.life, found_at=run.found_at, calls=divergence.step + 1)
     # Every depth catch goes through the one report: a deep one (a counter
     # that needs tens of thousands of calls) is judged, shrunk and written on
-    # the in-place spec (verify.is_long), so its vector costs seconds.
+    # the in-place spec (verify.is_deep), so its vector costs seconds.
     return _diverged(args, report, divergence, say, "the depth phase", target, known)
 
 
@@ -735,7 +735,7 @@ def _commands(args: argparse.Namespace, path: Path) -> list[str]:
 
 def _compare(trace: Trace, target: Target) -> Divergence | None:
     """The one compare, a deep trace on the in-place spec (``verify.judge_long``)."""
-    return verify.judge_long(trace, target) if verify.is_long(trace) else compare(trace, target)
+    return verify.judge_long(trace, target) if verify.is_deep(trace) else compare(trace, target)
 
 
 def _say_block(args: argparse.Namespace, say: Any, lines: list[str]) -> None:
@@ -861,7 +861,7 @@ def _reproduce_file(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace, trace: Trace, target: Target, how: str) -> int:
     print(f"replaying {how} on {target.label}")
-    if verify.is_long(trace):  # a deep trace: its calls by their ends, judged on the in-place spec
+    if verify.is_deep(trace):  # a deep trace: its calls by their ends, judged on the in-place spec
         print(f"{len(trace.ops):,} calls, judged on the in-place spec (models.incremental); the first and last:")
         print(f"store(max_bytes={trace.max_bytes}, object_nbytes={trace.object_nbytes}, profile={trace.profile})")
         ends = [*enumerate(trace.ops[:3], 1), None, *enumerate(trace.ops[-6:], len(trace.ops) - 5)]

@@ -419,7 +419,7 @@ def shrink_divergence(
 
     def fails(trace: Trace) -> Divergence | None:
         try:
-            found = judge_long(trace, target) if is_long(trace) else compare(trace, target)
+            found = judge_long(trace, target) if is_deep(trace) else compare(trace, target)
         except PortBroken:
             return None
         if found is None or found.deviation != wanted or (wanted is None and found.deviation in known):
@@ -442,17 +442,33 @@ def shrink_divergence(
         tries, seconds = min(tries, BROKEN_TRIES), min(seconds, BROKEN_SECONDS)
         shrunk = shrink.shrink_trace(full, again, breaks, cut, tries, seconds)
         return replace(shrunk, tries=shrunk.tries + 1)
-    return shrink.shrink_trace(full, divergence, fails, cut, tries, seconds)
+    shrunk = shrink.shrink_trace(full, divergence, fails, cut, tries, seconds)
+    if is_deep(full) and not is_deep(shrunk.value):
+        # Judged on the in-place spec while it was deep; now small enough for
+        # the model itself, op by op, so the report names the first op that
+        # differs with the state before it.
+        precise = fails(shrunk.value)
+        if precise is not None:
+            return replace(shrunk, value=cut(shrunk.value, precise), failure=precise)
+    return shrunk
 
 
 LONG_TRACE = 2_000  # a trace longer than this (a deep one) is judged on the in-place spec, not the model
 LONG_EVERY = 1_024  # ops between its whole-state comparisons
 
 
-def is_long(trace: Trace) -> bool:
-    """Whether ``trace`` is judged as a deep one: longer than ``LONG_TRACE``,
-    over int sizes (all the in-place spec takes)."""
-    return len(trace.ops) > LONG_TRACE and type(trace.max_bytes) is int and type(trace.object_nbytes) is int
+DEEP_COST = 4_000_000  # ops x slots past which a trace is judged on the in-place spec (drivers.depth's PRECISE_COST)
+
+
+def is_deep(trace: Trace) -> bool:
+    """Whether ``trace`` is judged as a deep one (the depth phase's): longer
+    than ``LONG_TRACE``, or its ops times its slots past ``DEEP_COST`` (a
+    few calls on a store of 75,000 slots: the model copies the store at
+    every op), over int sizes (all the in-place spec takes)."""
+    sizes = trace.max_bytes, trace.object_nbytes
+    if type(sizes[0]) is not int or type(sizes[1]) is not int or sizes[1] < 1:
+        return False
+    return len(trace.ops) > LONG_TRACE or len(trace.ops) * max(sizes[0] // sizes[1], 1) > DEEP_COST
 
 
 def judge_long(trace: Trace, target: Target) -> Divergence | None:
@@ -467,10 +483,10 @@ def judge_long(trace: Trace, target: Target) -> Divergence | None:
 
 def expected_outcomes_of(trace: Trace) -> tuple[Outcome, ...]:
     """The spec's outcome of each op of ``trace``, for its vector: the model's,
-    or for a deep trace (``is_long``) the in-place spec's, which costs each op
+    or for a deep trace (``is_deep``) the in-place spec's, which costs each op
     its own size (the model's would copy the store at every op: minutes for a
     vector of 100,000 calls)."""
-    if not is_long(trace):
+    if not is_deep(trace):
         return tuple(outcome for outcome, _ in expected_outcomes(trace))
     assert isinstance(trace.max_bytes, int) and isinstance(trace.object_nbytes, int)
     live = incremental.new(trace.max_bytes, trace.object_nbytes, trace.profile)

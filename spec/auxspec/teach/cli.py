@@ -16,7 +16,7 @@ from auxspec.drivers import report as report_text
 from auxspec.drivers.gated import Violation, run_scenario
 from auxspec.drivers.gated import describe as describe_step
 from auxspec.drivers.protocol import ProtocolError, check_op_timeout
-from auxspec.drivers.verify import exec_target, is_long, judge_long
+from auxspec.drivers.verify import exec_target, is_deep, judge_long
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
 from auxspec.engine.ops import ALL, Trace
@@ -155,7 +155,7 @@ def explain(args: argparse.Namespace) -> int:
     except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
-    if is_long(given.trace):
+    if is_deep(given.trace):
         try:
             return explain_long(given.trace, args.file, target)
         finally:
