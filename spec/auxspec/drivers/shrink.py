@@ -235,12 +235,15 @@ def _does_nothing(op: Any) -> bool:
 
 
 def _bulk_cuts(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
-    """Whole classes of ops left out at once, the last op kept: the puts
-    that do nothing, then every op of one kind (all the stats() calls, all
-    the reads, ...), then every run of ops of a kind merged into one. One
-    candidate each, so a trace of 100,000 calls shrinks in a few tries."""
+    """Whole classes of ops at once, the last op kept: every run of ops of a
+    kind merged into one, the puts that do nothing left out, then every op
+    of one kind (all the stats() calls, all the reads, ...). One candidate
+    each, so a trace of 100,000 calls shrinks in a few tries."""
     if len(ops) < 3:
         return
+    together = _all_merged(ops)  # first: on a deep trace the clock may allow only a few tries
+    if len(together) < len(ops):
+        yield together
     body, last = ops[:-1], ops[-1]
     kept = tuple(op for op in body if not _does_nothing(op))
     if len(kept) < len(body):
@@ -250,9 +253,6 @@ def _bulk_cuts(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
         kept = tuple(op for op in body if isinstance(op, Release) or kind_of(op).name != name)
         if kept:
             yield (*kept, last)
-    together = _all_merged(ops)
-    if len(together) < len(ops):
-        yield together
 
 
 def _key_merges(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
