@@ -290,3 +290,30 @@ def test_colour_follows_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     terminal.show(line, pipe)
     assert pipe.getvalue() == terminal.plain(line)
     assert sys.stdout is not None
+
+
+def test_a_background_vector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """explain reads the background vectors verify writes: the owner calls and
+    the writer's schedule in order; with --target the scenario runs on that
+    store's background class and a violation exits 1."""
+    from auxspec.generators.background import Release, Scenario, scenario_vector
+
+    steps = (Put((("k0", b"\0"),)), Release(1), Put((("k1", b"\1"),)), Put((("k2", b"\2"),)), Put((("k3", b"\3"),)))
+    scenario = Scenario("strict", 4, 1, 2, steps)
+    path = tmp_path / "bg.jsonl"
+    path.write_text(traces.dumps_background(scenario_vector(scenario, "bg", "made by a test")), encoding="utf-8")
+    assert cli.main(["explain", str(path)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    listed = [row.strip() for row in rows if row.lstrip()[:2] in ("1.", "2.", "3.", "4.", "wr")]
+    assert listed == [
+        "1. put(['k0'=00])",
+        "writer: may apply 1 more batch(es) to the inner store",
+        "2. put(['k1'=01])",
+        "3. put(['k2'=02])",
+        "4. put(['k3'=03])",
+    ]
+    assert cli.main(["explain", str(path), "--target"]) == 0
+    assert "agrees with the background spec" in capsys.readouterr().out
+    port = PORTS / "subtle" / "h_close_drops_queued.py"
+    assert cli.main(["explain", str(path), "--target", str(port)]) == 1
+    assert "close() returned when the writer had applied" in capsys.readouterr().out

@@ -7,6 +7,7 @@ is verify's; a count budget explores the same traces on any machine."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -364,3 +365,131 @@ def test_a_vector_that_cannot_hold_what_diverged_says_so(tmp_path: Path, capsys:
     printed = capsys.readouterr().out
     assert "KeyStr(" in printed and "note: the written vector does not diverge when replayed" in printed, printed
     assert compare(traces.load(out).trace, load_target(str(port))) is None
+
+
+_CRASHING_PORT = """
+import json, sys
+from auxspec.drivers.protocol import serve
+from auxspec.reference.store import ReferenceStore
+
+class Lines:
+    news = 0
+    def readline(self, most):
+        line = sys.stdin.buffer.readline(most)
+        request = json.loads(line) if line.strip() else {}
+        Lines.news += request.get("op") == "new"
+        if CRASHES(request):
+            sys.exit(7)
+        return line
+
+CRASHES = lambda request: %s
+sys.exit(serve(lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n), Lines()))
+"""
+
+
+def _crashing_port(tmp_path: Path, crashes: str) -> str:
+    script = tmp_path / "crashing_port.py"
+    script.write_text(_CRASHING_PORT % crashes, encoding="utf-8")
+    return f"{sys.executable} {script}"
+
+
+def test_a_crashed_port_is_shrunk_in_fresh_processes(tmp_path: Path) -> None:
+    """A port process that crashes on one call: its trace is shrunk, each
+    candidate run in a process of its own, to that call alone; one that
+    crashed for its own history (its second store) is kept as found."""
+    command = _crashing_port(tmp_path, "request.get('op') == 'get' and len(request.get('keys', ())) >= 2")
+    target, stop = verify.exec_target(command)
+    padding = (Put((("a", b"\1\1"),)), Get(("a",)), Put((("b", b"\2\2"),), ("a",)), Put((), (), ("a",)))
+    trace = Trace("strict", 6, 2, (*padding, Get(("b",)), Put((("c", b"\3\3"),)), Get(("c", "b")), Get(("a",))))
+    try:
+        found = compare(trace, target)
+    finally:
+        stop()
+    assert found is not None and found.actual.startswith(verify.BROKE) and found.step == 6
+    shrunk = verify.shrink_divergence(found, target, fresh=lambda: verify.exec_target(command))
+    assert len(shrunk.value.ops) == 1 and shrunk.ended_by == "fixpoint", shrunk
+    (only,) = shrunk.value.ops
+    assert isinstance(only, Get) and len(only.keys) == 2  # type: ignore[arg-type]
+    assert shrunk.failure.actual.startswith(verify.BROKE)
+    # Without a fresh process (a Python target's caller), or when the port does not break on the trace
+    # in a fresh one, the trace is kept as it was found.
+    assert verify.shrink_divergence(found, target).ended_by == "skipped"
+    second_store = _crashing_port(tmp_path, "Lines.news >= 2")
+    kept = verify.shrink_divergence(found, target, fresh=lambda: verify.exec_target(second_store))
+    assert kept.ended_by == "skipped" and kept.value.ops == trace.ops[:7] and kept.tries == 1
+
+
+def test_the_shrinker_compresses_calls_the_spec_makes_equivalent() -> None:
+    """A bug that needs 300 touches of one key before a stats() (a hit
+    counter kept in 8 bits): the touches become one read that repeats the
+    key, the puts of nothing and the other observations go, in few tries."""
+    from auxspec.engine.ops import Len, Stats
+
+    ops: list[object] = [Put((("a", b"\1"),))]
+    for number in range(300):
+        ops.append(Get(("a",)))
+        if number % 10 == 0:
+            ops.append(Put(()))
+        if number % 7 == 0:
+            ops.append(Len())
+    trace = Trace("strict", 4, 1, (*ops, Stats()))  # type: ignore[arg-type]
+
+    class Failure:
+        def __init__(self, trace: Trace) -> None:
+            self.step = len(trace.ops) - 1
+
+    def fails(candidate: Trace) -> Failure | None:
+        touches = sum(len(op.keys) for op in candidate.ops if isinstance(op, Get) and "a" in op.keys)  # type: ignore[arg-type]
+        stored = any(isinstance(op, Put) and op.objects for op in candidate.ops)
+        ends = bool(candidate.ops) and isinstance(candidate.ops[-1], Stats)
+        return Failure(candidate) if touches >= 300 and stored and ends else None
+
+    def cut(candidate: Trace, failure: Failure) -> Trace:
+        return Trace(candidate.profile, candidate.max_bytes, candidate.object_nbytes, candidate.ops[: failure.step + 1])
+
+    shrunk = shrink.shrink_trace(trace, Failure(trace), fails, cut)
+    assert [type(op).__name__ for op in shrunk.value.ops] == ["Put", "Get", "Stats"], shrunk.value.ops
+    assert shrunk.value.ops[1] == Get(("a",) * 300)
+    assert shrunk.ended_by == "fixpoint" and shrunk.tries < 250, shrunk.tries
+
+
+def test_a_deep_catch_is_shrunk_written_and_replayed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A counter that needs thousands of calls (stats().hits wrapping at
+    2,048): the long trace is judged and written on the in-place spec, its
+    commands carry the variables its size needs and run (reproduce and
+    explain exit 1 on it), and the shrinker makes its touches one read."""
+    from auxspec.engine.ops import Len, Stats
+
+    port = tmp_path / "hits_11_bits.py"
+    port.write_text(
+        f"import sys\nsys.path.insert(0, {str(PORTS / 'depth')!r})\n"
+        "from d_hits_in_16_bits import BlockObjectStore as Deep\n\n"
+        "class BlockObjectStore(Deep):\n    WRAP = 2048\n"
+    )
+    target = load_target(str(port))
+    ops: list[object] = [Put((("a", b"\1\2"),))]
+    for number in range(2_100):
+        ops += [Get(("a",)), *([Len()] if number % 40 == 0 else [])]
+    trace = Trace("strict", 8, 2, (*ops, Stats()))  # type: ignore[arg-type]
+    assert verify.is_deep(trace)
+    found = verify.judge_long(trace, target)
+    assert found is not None and found.step == len(trace.ops) - 1
+    out = tmp_path / "deep.jsonl"
+    cli._write_shortest(found, out, "deep", "a test")
+    assert len(traces.load(out).trace.ops) == len(trace.ops)
+    monkeypatch.setattr(traces, "MAX_HELD_OPS", 1_000)  # as a vector of 100,000 calls is past the default
+    commands = " ".join(cli._commands(argparse.Namespace(target=str(port), exec_command=None), out))
+    assert f"{traces.OPS_VARIABLE}={len(trace.ops) + 1}" in commands
+    assert cli.main(["reproduce", str(out), "--target", str(port)]) == 2  # past the limit without it
+    capsys.readouterr()
+    monkeypatch.setenv(traces.OPS_VARIABLE, str(len(trace.ops) + 1))
+    assert cli.main(["reproduce", str(out), "--target", str(port)]) == 1
+    assert "judged on the in-place spec" in capsys.readouterr().out
+    assert cli.main(["explain", str(out), "--target", str(port)]) == 1
+    shown = capsys.readouterr().out
+    assert "too many to step through" in shown and "stats()" in shown
+    shrunk = verify.shrink_divergence(found, target)
+    assert [type(op).__name__ for op in shrunk.value.ops] == ["Put", "Get", "Stats"], shrunk.value.ops
+    assert len(shrunk.value.ops[1].keys) >= 2_048  # type: ignore[attr-defined]

@@ -42,6 +42,7 @@ class Run:
     before: int | None  # ops (or owner calls) before shrinking
     after: int | None  # and after
     seconds: float
+    largest: int | None = None  # the longest list of one call in the reported trace (depth catches)
 
     def as_json(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -96,6 +97,43 @@ def run(name: str, args: list[str], seed: int, slack: float, max_time: float) ->
     return Run(name, seed, "flagged", phase, shrink.get("from_ops"), shrink.get("to_ops"), seconds)
 
 
+def depth_run(name: str, seed: int, phase_seconds: float) -> Run:
+    """A depth port of ``tests/ports/depth`` through the depth phase in
+    process, as verify runs it (its lives, then its own shrinking), then
+    through the report pipeline verify sends every catch through
+    (``verify.shrink_divergence``) and written as verify writes it; the
+    phase's time is ``phase_seconds`` (not verify's share of --max-time: a
+    loaded machine would cut the long life short)."""
+    from auxspec import cli
+    from auxspec.drivers import verify
+    from auxspec.engine.fields import Batch, Keys
+    from auxspec.engine.table import kind_of
+    from auxspec.engine.target import load_target
+
+    started = time.monotonic()
+    target = load_target(str(PORTS / "depth" / f"{name}.py"))
+    found = verify.explore_depth(target, "strict", seed, phase_seconds, frozenset())
+    if found.divergence is None:
+        result = "conforms" if found.complete else "not reached"
+        return Run(name, seed, result, "", None, None, time.monotonic() - started)
+    shrunk = verify.shrink_divergence(found.divergence, target)
+    ops = shrunk.value.ops[: shrunk.failure.step + 1]
+    with tempfile.TemporaryDirectory() as folder:
+        cli._write_shortest(shrunk.failure, Path(folder) / "found.jsonl", name, name)
+    lists = [
+        len(getattr(op, f.name))
+        for op in ops
+        for f in kind_of(op).fields
+        if isinstance(f.kind, (Keys, Batch)) and isinstance(getattr(op, f.name), tuple)
+    ]
+    seconds = time.monotonic() - started
+    return Run(name, seed, "flagged", "the depth phase", found.found_at, len(ops), seconds, max(lists or [0]))
+
+
+def depth_ports() -> list[str]:
+    return sorted(path.stem for path in (PORTS / "depth").glob("d_*.py"))
+
+
 def _phase(found_by: str) -> str:
     return "a vector" if found_by.startswith("vector ") else found_by
 
@@ -139,12 +177,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the table here (rewritten after every run)")
     parser.add_argument("--log", type=Path, help="append each run to this JSON Lines file")
     parser.add_argument("--render", type=Path, nargs="+", help="run nothing: the table of these --log files")
+    parser.add_argument(
+        "--depth", type=float, metavar="SECONDS", help="the depth ports instead, their phase in process for SECONDS"
+    )
     args = parser.parse_args(argv)
     if args.render:
         logged = [Run(**json.loads(line)) for path in args.render for line in path.read_text().splitlines()]
         print(table(logged, args.max_time), end="")
         return 0
     runs: list[Run] = []
+    if args.depth is not None:
+        for name in depth_ports():
+            if args.only and name not in args.only:
+                continue
+            for seed in args.seeds:
+                done = depth_run(name, seed, args.depth)
+                runs.append(done)
+                print(f"{name} seed {seed}: {done.result} {done.before}->{done.after} (largest {done.largest}) "
+                      f"in {done.seconds:.0f} s", file=sys.stderr, flush=True)  # fmt: skip
+                if args.log:
+                    with args.log.open("a") as log:
+                        log.write(json.dumps(done.as_json()) + "\n")
+        print(table(runs, args.max_time), end="")
+        return 0
     with tempfile.TemporaryDirectory() as folder:
         for name, verify_args in commands(Path(folder), args.max_time):
             if args.only and name not in args.only:

@@ -9,12 +9,15 @@ needs: no outcome of the spec's, so not judged).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import random
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
@@ -385,7 +388,7 @@ def _phases(
                 phase = f"vector {printable(vector.name)}"
                 return _diverged(args, report, divergence, say, phase, target, name=printable(vector.name))
             say(f"vector {printable(vector.name)} ({number}/{len(usable)}) diverges")
-            divergence = verify.shrink_divergence(divergence, target).failure  # as every counterexample is
+            divergence = verify.shrink_divergence(divergence, target, fresh=_fresh_port(args)).failure
             if divergence.deviation is None:
                 failing.append((vector, divergence))
                 say("  " + _render(args, divergence).replace("\n", "\n  "))
@@ -645,22 +648,10 @@ def _depth(
     )
     say(reached)
     record.update(life=run.life, found_at=run.found_at, calls=divergence.step + 1)
-    if divergence.step < verify.DEPTH_VECTOR_CALLS:
-        return _diverged(args, report, divergence, say, "the depth phase", target, known)
-    # A vector of tens of thousands of calls (a counter that needs them): its
-    # expectations would take the model minutes, so the seed stands for it,
-    # as for the large-store phase.
-    again = ["verify"]
-    again += ["--exec", args.exec_command] if args.exec_command else [args.target] if args.target else []
-    again += ["--profile", args.profile, "--depth", "on", "--max-time", str(args.max_time), "--seed", str(seed)]
-    say(report_text.headline(divergence, f"the depth phase, {run.life}"))
-    say(divergence.render(last=6))
-    for line in report_text.wrapped(f"seed {seed}; reproduce:", report_text.command(again)):
-        say(line)
-    say(f"no vector written ({args.out} is left as it was): {divergence.step + 1:,} calls; the seed rebuilds them")
-    record.update(reproduce=" ".join(report_text.command(again)), divergence=divergence.summary_json())
-    report.update(result="diverges", step=divergence.step + 1)
-    return _finish(args, report, 1, say)
+    # Every depth catch goes through the one report: a deep one (a counter
+    # that needs tens of thousands of calls) is judged, shrunk and written on
+    # the in-place spec (verify.is_deep), so its vector costs seconds.
+    return _diverged(args, report, divergence, say, "the depth phase", target, known)
 
 
 def _failing_count(failing: list[tuple[traces.VectorFile, Divergence]], usable: list[traces.VectorFile]) -> str:
@@ -691,7 +682,43 @@ def _write_shortest(divergence: Divergence, path: Path, name: str, label: str) -
     path.parent.mkdir(parents=True, exist_ok=True)
     trace = divergence.trace
     shortest = type(trace)(trace.profile, trace.max_bytes, trace.object_nbytes, trace.ops[: divergence.step + 1])
-    traces.write(traces.vector_from_trace(shortest, name, f"found by auxspec verify on {label}"), path)
+    description = f"found by auxspec verify on {label}"
+    outcomes = verify.expected_outcomes_of(shortest)  # a deep trace's on the in-place spec: seconds, not minutes
+    traces.write(traces.Vector(name, description, shortest, outcomes, expected_new(shortest)), path)
+
+
+@contextlib.contextmanager
+def _environment(variables: dict[str, str]) -> Iterator[None]:
+    """``variables`` set in this process's environment for the block (the
+    readers' limits, as the printed commands set them)."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _limits(path: Path) -> dict[str, str]:
+    """The variables that let reproduce and explain read the file at ``path``
+    when it is past their default limits (a deep vector of 100,000 calls):
+    its op count and its size, rounded up."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as stream:
+            lines = sum(1 for _ in stream)
+    except OSError:
+        return {}
+    limits: dict[str, str] = {}
+    if lines - 1 > traces.MAX_HELD_OPS:
+        limits[traces.OPS_VARIABLE] = str(lines)
+    if size > traces.MAX_FILE:
+        limits[traces.FILE_VARIABLE] = str(size + (1 << 20))
+    return limits
 
 
 def _render(args: argparse.Namespace, divergence: Divergence) -> str:
@@ -713,7 +740,8 @@ def _diverged(
     it: shrunk, headed by the op that differs, written to --out as a
     vector, with the explain and reproduce commands."""
     before = divergence.length
-    shrunk = verify.shrink_divergence(divergence, target, known)
+    fresh = _fresh_port(args)
+    shrunk = verify.shrink_divergence(divergence, target, known, fresh=fresh)
     divergence = shrunk.failure
     report["shrink"] = {
         "from_ops": before,
@@ -731,7 +759,7 @@ def _diverged(
         report["deviation"] = divergence.deviation
     _write_shortest(divergence, args.out, name, report["target"])
     lines.append(f"written to {args.out}")
-    if not _replays(args.out, target):
+    if not _replays(args.out, target, fresh if divergence.actual.startswith(verify.BROKE) else None):
         lines.append(
             "note: the written vector does not diverge when replayed (a trace file holds str and int subclass "
             "values as plain ones, and a port may not repeat itself): the trace above is the one that diverged"
@@ -744,23 +772,54 @@ def _diverged(
     return _finish(args, report, 1, say)
 
 
-def _replays(path: Path, target: Target) -> bool:
-    """Whether the vector just written diverges again on ``target``, as reproduce will replay it."""
+def _replays(path: Path, target: Target, fresh: Any = None) -> bool:
+    """Whether the vector just written diverges again on ``target``, as
+    reproduce will replay it (in a port process of its own, given ``fresh``:
+    one that broke on it may have broken for its history; a deep one on the
+    in-place spec)."""
     try:
-        return compare(traces.load(path).trace, target) is not None
+        with _environment(_limits(path)):
+            trace = traces.load(path).trace
+        if fresh is not None:
+            return verify.broken_in_fresh_process(fresh)(trace) is not None
+        return _compare(trace, target) is not None
     except (TraceError, PortBroken):
         return False
 
 
-def _commands(args: argparse.Namespace, path: Path, explain: bool = True) -> list[str]:
-    """The explain and reproduce commands for the vector at ``path``, as a fresh shell runs them."""
+def _fresh_port(args: argparse.Namespace) -> Any:
+    """A new port process as verify's (its options applied), and how to stop
+    it: what a crashed, hung or garbled port's trace is shrunk on; None
+    without --exec."""
+    if args.exec_command is None:
+        return None
+
+    def fresh() -> tuple[Target, Any]:
+        target, stop = verify.exec_target(args.exec_command, args.op_timeout)
+        if args.exact_order:
+            target = replace(target, exact_order=True)
+        if args.errors:
+            target = replace(target, errors=_errors(args.errors))
+        return target, stop
+
+    return fresh
+
+
+def _commands(args: argparse.Namespace, path: Path) -> list[str]:
+    """The explain and reproduce commands for the vector at ``path``, as a
+    fresh shell runs them (with the variables that raise the readers' limits
+    for a file past them)."""
     given = report_text.target_words(args.target, args.exec_command)
-    lines = []
-    if explain:
-        words = ["explain", str(path), *(given or ["--target"])]
-        lines += report_text.wrapped("explain:  ", report_text.command(words))
-    lines += report_text.wrapped("reproduce:", report_text.command(["reproduce", str(path), *given]))
+    limits = _limits(path)
+    words = ["explain", str(path), *(given or ["--target"])]
+    lines = report_text.wrapped("explain:  ", report_text.command(words, limits))
+    lines += report_text.wrapped("reproduce:", report_text.command(["reproduce", str(path), *given], limits))
     return lines
+
+
+def _compare(trace: Trace, target: Target) -> Divergence | None:
+    """The one compare, a deep trace on the in-place spec (``verify.judge_long``)."""
+    return verify.judge_long(trace, target) if verify.is_deep(trace) else compare(trace, target)
 
 
 def _say_block(args: argparse.Namespace, say: Any, lines: list[str]) -> None:
@@ -789,7 +848,7 @@ def _diverged_background(
     vector = scenario_vector(scenario, "background-divergence", f"found by auxspec verify on {report['target']}")
     args.out.write_text(traces.dumps_background(vector), encoding="utf-8")
     lines.append(f"written to {args.out} (a background vector: the owner calls and the writer's schedule)")
-    lines += _commands(args, args.out, explain=False)
+    lines += _commands(args, args.out)
     _say_block(args, say, lines)
     report.update(result="diverges", background={"violation": violation}, trace=str(args.out))
     return _finish(args, report, 1, say)
@@ -913,8 +972,16 @@ def _reproduce_file(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace, trace: Trace, target: Target, how: str) -> int:
     print(f"replaying {how} on {target.label}")
-    print(printable(explain(trace), newlines=True))
-    divergence = compare(trace, target)
+    if verify.is_deep(trace):  # a deep trace: its calls by their ends, judged on the in-place spec
+        print(f"{len(trace.ops):,} calls, judged on the in-place spec (models.incremental); the first and last:")
+        print(f"store(max_bytes={trace.max_bytes}, object_nbytes={trace.object_nbytes}, profile={trace.profile})")
+        ends = [*enumerate(trace.ops[:3], 1), None, *enumerate(trace.ops[-6:], len(trace.ops) - 5)]
+        for end in ends:
+            shown = f"  ... {len(trace.ops) - 9:,} calls ..." if end is None else f"{end[0]:>7,}. {describe(end[1])}"
+            print(report_text.clip(shown))
+    else:
+        print(printable(explain(trace), newlines=True))
+    divergence = _compare(trace, target)
     if divergence is None:
         print(f"{target.label} agrees with the spec on this input" + ("; no vector written" if args.save else ""))
         return 0

@@ -145,11 +145,13 @@ def _program() -> list[str]:
     return [sys.executable, "-m", "auxspec.command"]
 
 
-def command(words: list[str]) -> list[str]:
+def command(words: list[str], limits: dict[str, str] | None = None) -> list[str]:
     """``auxspec WORDS`` as the shell words of a command line that runs as
     printed in a fresh shell: from this working directory, with the
-    environment a target needs; each word already quoted."""
+    environment a target needs and ``limits`` (variables that raise a
+    reader's limits for a file past them); each word already quoted."""
     env = [f"{name}={shlex.quote(os.environ[name])}" for name in ENVIRONMENT if os.environ.get(name)]
+    env += [f"{name}={shlex.quote(value)}" for name, value in (limits or {}).items()]
     return ["cd", shlex.quote(os.getcwd()), "&&", *env, *map(shlex.quote, _program() + words)]
 
 

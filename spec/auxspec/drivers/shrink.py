@@ -1,8 +1,11 @@
 """Shrink a counterexample to one a port author can act on.
 
 Whatever phase found it, a counterexample is made smaller the same way:
-first fewer ops (runs of ops cut, longest runs first; neighbouring ops of a
-kind made one, their key lists and batches joined), then simpler ops
+first fewer ops (whole classes of ops at once: the puts that do nothing,
+every op of one kind, every run of neighbouring ops of a kind made one op
+where the spec makes the calls equivalent, so a deep trace loses thousands
+of calls in one try; then runs of ops cut, longest runs first; neighbouring
+ops of a kind made one, their key lists and batches joined), then simpler ops
 (shorter key lists and batches, plain call forms and buffers), then fewer
 distinct keys, then payload bytes, then a smaller store. A background
 scenario is shrunk the same way, its writer schedule with it (fewer and
@@ -75,9 +78,19 @@ class _Search(Generic[T]):
 # ------------------------------------------------------------- ops
 
 
+FINEST = 32  # a list longer than this is cut in runs of at least 1/FINEST of it, never element by element
+
+
 def _without(values: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
-    for index in range(len(values)):
-        yield values[:index] + values[index + 1 :]
+    """``values`` with a run left out: halves first, then shorter runs, down to
+    single elements for a short list (a long one, from a deep trace, stops at
+    runs of 1/``FINEST`` of it, so one list does not take the whole budget)."""
+    finest = max(len(values) // FINEST, 1)
+    run = max(len(values) // 2, 1)
+    while run >= finest:
+        for start in range(0, len(values), run):
+            yield values[:start] + values[start + run :]
+        run //= 2
 
 
 def _with(op: Op, name: str, value: Any) -> Op:
@@ -159,17 +172,24 @@ def _op_changes(ops: tuple[Any, ...], simpler: Callable[[Any], Iterator[Any]]) -
             yield (*ops[:index], other, *ops[index + 1 :])
 
 
-def merged(first: Op, second: Op) -> Op | None:
+MERGED_MOST = 1 << 17  # the longest list a merge of a whole run makes (65,536 touches of a 16-bit counter fit)
+
+
+def merged(first: Op, second: Op, most: int | None = None) -> Op | None:
     """One op doing what two of the same kind do, their key lists and
-    batches joined (a put of many objects where there were several puts),
-    or None when they differ in anything else or cannot be joined."""
+    batches joined (a put of many objects where there were several puts,
+    a read that repeats a key where there were many touches of it, one
+    retain list where there were many pins), or None when they differ in
+    anything else or the joined list would pass ``most`` (eight times the
+    decoder's list length when None)."""
     if type(first) is not type(second):
         return None
     changes: dict[str, Any] = {}
     for f in kind_of(first).fields:
         a, b = getattr(first, f.name), getattr(second, f.name)
         if isinstance(f.kind, (Keys, Batch)):
-            if not (isinstance(a, tuple) and isinstance(b, tuple)) or len(a) + len(b) > max(f.kind.most, 1) * 8:
+            longest = max(f.kind.most, 1) * 8 if most is None else most
+            if not (isinstance(a, tuple) and isinstance(b, tuple)) or len(a) + len(b) > longest:
                 return None
             changes[f.name] = a + b
         elif a != b:
@@ -185,6 +205,54 @@ def _op_merges(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
         one = merged(ops[index], ops[index + 1])
         if one is not None:
             yield (*ops[:index], one, *ops[index + 2 :])
+
+
+def _all_merged(ops: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Every run of neighbouring ops of a kind made one op (lists up to
+    ``MERGED_MOST``), the last op kept as it is: where the spec makes the
+    calls equivalent (many touches of one key as one read that repeats it,
+    many pins as one retain list, single-key puts as one batch), a deep
+    trace loses thousands of calls in one candidate."""
+    if len(ops) < 3:
+        return ops
+    out: list[Any] = []
+    for op in ops[:-1]:
+        one = None
+        if out and not isinstance(op, Release) and not isinstance(out[-1], Release):
+            one = merged(out[-1], op, MERGED_MOST)
+        if one is not None:
+            out[-1] = one
+        else:
+            out.append(op)
+    return (*out, ops[-1])
+
+
+def _does_nothing(op: Any) -> bool:
+    """A put of no objects, no retains and no releases (the spec's no-op)."""
+    if isinstance(op, Release) or kind_of(op).name != "put":
+        return False
+    return all(not getattr(op, f.name) for f in kind_of(op).fields if isinstance(f.kind, (Keys, Batch)))
+
+
+def _bulk_cuts(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
+    """Whole classes of ops at once, the last op kept: every run of ops of a
+    kind merged into one, the puts that do nothing left out, then every op
+    of one kind (all the stats() calls, all the reads, ...). One candidate
+    each, so a trace of 100,000 calls shrinks in a few tries."""
+    if len(ops) < 3:
+        return
+    together = _all_merged(ops)  # first: on a deep trace the clock may allow only a few tries
+    if len(together) < len(ops):
+        yield together
+    body, last = ops[:-1], ops[-1]
+    kept = tuple(op for op in body if not _does_nothing(op))
+    if len(kept) < len(body):
+        yield (*kept, last)
+    kinds = {kind_of(op).name for op in body if not isinstance(op, Release)}
+    for name in sorted(kinds):
+        kept = tuple(op for op in body if isinstance(op, Release) or kind_of(op).name != name)
+        if kept:
+            yield (*kept, last)
 
 
 def _key_merges(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
@@ -222,6 +290,8 @@ def shrink_trace(
     best = cut(trace, failure)
 
     def candidates(now: Trace) -> Iterator[Trace]:
+        for ops in _bulk_cuts(now.ops):
+            yield replace(now, ops=ops)
         for ops in _cuts(now.ops):
             yield replace(now, ops=ops)
         for ops in _op_merges(now.ops):
@@ -261,6 +331,8 @@ def shrink_scenario(
     def candidates(now: Scenario) -> Iterator[Scenario]:
         if now.ending == "drop":
             yield replace(now, ending="close")
+        for ops in _bulk_cuts(now.ops):
+            yield replace(now, ops=ops)
         for ops in _cuts(now.ops):
             yield replace(now, ops=ops)
         for ops in _op_merges(now.ops):

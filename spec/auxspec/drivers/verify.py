@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from random import Random
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from hypothesis import HealthCheck, Phase, configuration, find, settings
 from hypothesis import strategies as st
@@ -41,13 +41,15 @@ from auxspec.engine import traces
 from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.compare import Divergence, compare, compare_stream
 from auxspec.engine.domain import SIZE_SWEEP, Domain
+from auxspec.engine.expect import expected_outcomes
 from auxspec.engine.fields import Batch, Key, Keys
 from auxspec.engine.ops import PYTHON, Bad, Trace
-from auxspec.engine.table import kind_of
+from auxspec.engine.table import kind_of, step
 from auxspec.engine.target import PortBroken, Target
 from auxspec.generators import exhaustive, guided, large
 from auxspec.generators.background import Scenario, background_scenario, scaled_background_scenario
-from auxspec.models.sequential import State
+from auxspec.models import incremental
+from auxspec.models.sequential import Outcome, State
 
 # The scope the random phase is meant to reach, per dimension (issue 12):
 # what the scope report calls "not reached" when a run ends short of it.
@@ -399,15 +401,25 @@ def shrink_divergence(
     known: frozenset[str] = frozenset(),
     tries: int = shrink.TRIES,
     seconds: float = shrink.SECONDS,
+    fresh: Callable[[], tuple[Target, Callable[[], None]]] | None = None,
 ) -> shrink.Shrunk[Trace]:
     """``divergence``'s trace shrunk op by op (``drivers.shrink``): a
     candidate counts when it diverges in the same class, a documented
-    deviation of the same name, or no deviation and none of ``known``."""
+    deviation of the same name, or no deviation and none of ``known``.
+
+    A port process that crashed, hung or answered garbage may have done so
+    for its own history (its nth request), which a candidate run in the same
+    process does not repeat: given ``fresh`` (a new port process and how to
+    stop it), each candidate runs in a process of its own and counts when the
+    port breaks on it too, within ``BROKEN_TRIES`` and ``BROKEN_SECONDS`` (a
+    hung port costs a timeout per try); the trace is first run once so in a
+    fresh process, and kept as it was when the port does not break on it
+    there (or when there is no ``fresh``)."""
     wanted = divergence.deviation
 
     def fails(trace: Trace) -> Divergence | None:
         try:
-            found = compare(trace, target)
+            found = judge_long(trace, target) if is_deep(trace) else compare(trace, target)
         except PortBroken:
             return None
         if found is None or found.deviation != wanted or (wanted is None and found.deviation in known):
@@ -421,11 +433,93 @@ def shrink_divergence(
     if divergence.steps is not None:  # streamed from a vector: its ops up to the step are at hand
         divergence = replace(divergence, steps=None)
     if divergence.actual.startswith(BROKE):
-        # A port process that crashed, hung or answered garbage may have done so
-        # for its own history (its nth request), which a candidate run in the same
-        # process does not repeat: the trace it broke on is kept as it was.
-        return shrink.Shrunk(full, divergence, 0, "skipped")
-    return shrink.shrink_trace(full, divergence, fails, cut, tries, seconds)
+        if fresh is None:
+            return shrink.Shrunk(full, divergence, 0, "skipped")
+        breaks = broken_in_fresh_process(fresh)
+        again = breaks(full)
+        if again is None:  # it broke for its history, not for this trace: kept as found
+            return shrink.Shrunk(full, divergence, 1, "skipped")
+        tries, seconds = min(tries, BROKEN_TRIES), min(seconds, BROKEN_SECONDS)
+        shrunk = shrink.shrink_trace(full, again, breaks, cut, tries, seconds)
+        return replace(shrunk, tries=shrunk.tries + 1)
+    shrunk = shrink.shrink_trace(full, divergence, fails, cut, tries, seconds)
+    if is_deep(full) and not is_deep(shrunk.value):
+        # Judged on the in-place spec while it was deep; now small enough for
+        # the model itself, op by op, so the report names the first op that
+        # differs with the state before it.
+        precise = fails(shrunk.value)
+        if precise is not None:
+            return replace(shrunk, value=cut(shrunk.value, precise), failure=precise)
+    return shrunk
+
+
+LONG_TRACE = 2_000  # a trace longer than this (a deep one) is judged on the in-place spec, not the model
+LONG_EVERY = 1_024  # ops between its whole-state comparisons
+
+
+DEEP_COST = 4_000_000  # ops x slots past which a trace is judged on the in-place spec (drivers.depth's PRECISE_COST)
+
+
+def is_deep(trace: Trace) -> bool:
+    """Whether ``trace`` is judged as a deep one (the depth phase's): longer
+    than ``LONG_TRACE``, or its ops times its slots past ``DEEP_COST`` (a
+    few calls on a store of 75,000 slots: the model copies the store at
+    every op), over int sizes (all the in-place spec takes)."""
+    sizes = trace.max_bytes, trace.object_nbytes
+    if type(sizes[0]) is not int or type(sizes[1]) is not int or sizes[1] < 1:
+        return False
+    return len(trace.ops) > LONG_TRACE or len(trace.ops) * max(sizes[0] // sizes[1], 1) > DEEP_COST
+
+
+def judge_long(trace: Trace, target: Target) -> Divergence | None:
+    """A deep trace compared as the depth phase does (``drivers.depth``): on
+    the model's semantics stepped in place (``models.incremental``, O(call)),
+    every op's outcome, the whole state every ``LONG_EVERY`` ops and after the
+    last. The spec's state before the op is the in-place one, so it is
+    dropped (no deviation is judged on it)."""
+    found = compare(trace, target, every=LONG_EVERY, replay=False, semantics=incremental)
+    return None if found is None else replace(found, before=None)
+
+
+def expected_outcomes_of(trace: Trace) -> tuple[Outcome, ...]:
+    """The spec's outcome of each op of ``trace``, for its vector: the model's,
+    or for a deep trace (``is_deep``) the in-place spec's, which costs each op
+    its own size (the model's would copy the store at every op: minutes for a
+    vector of 100,000 calls)."""
+    if not is_deep(trace):
+        return tuple(outcome for outcome, _ in expected_outcomes(trace))
+    assert isinstance(trace.max_bytes, int) and isinstance(trace.object_nbytes, int)
+    live = incremental.new(trace.max_bytes, trace.object_nbytes, trace.profile)
+    if not isinstance(live, incremental.Live):
+        return ()
+    return tuple(step(cast(Any, live), op, incremental)[1] for op in trace.ops)
+
+
+BROKEN_TRIES = 40  # candidates a crashed, hung or garbled port's trace may try, each in a process of its own
+BROKEN_SECONDS = 60.0  # and the time they may take (a hung port costs its --op-timeout per try)
+
+
+def broken_in_fresh_process(
+    fresh: Callable[[], tuple[Target, Callable[[], None]]],
+) -> Callable[[Trace], Divergence | None]:
+    """How a trace is judged when the port broke on it: run in a port
+    process started for it alone, its divergence when the port breaks on it
+    again (crashes, hangs, answers garbage), else None."""
+
+    def breaks(trace: Trace) -> Divergence | None:
+        try:
+            target, stop = fresh()
+        except PortBroken:
+            return None
+        try:
+            found = compare(trace, target)
+        except PortBroken:  # it broke before answering anything: not this trace's doing
+            return None
+        finally:
+            stop()
+        return found if found is not None and found.actual.startswith(BROKE) else None
+
+    return breaks
 
 
 BROKE = "the port broke"  # how engine.compare words a port process that crashed, hung or broke the protocol
@@ -522,7 +616,6 @@ def explore_background(
 # ------------------------------------------------------------------ depth
 
 DEPTH_MIN_TIME = 15.0  # --depth auto runs the phase from this --max-time on (the default 30 s run has it)
-DEPTH_VECTOR_CALLS = 2_000  # a depth catch shrunk to fewer calls is written as a vector; a longer one by its seed
 DEPTH_SHARE = 0.5  # of --max-time, the most the phase's lives may take (its shrinking comes on top)
 
 

@@ -13,13 +13,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from auxspec.drivers import remote_command
+from auxspec.drivers import report as report_text
+from auxspec.drivers.gated import Violation, run_scenario
+from auxspec.drivers.gated import describe as describe_step
 from auxspec.drivers.protocol import ProtocolError, check_op_timeout
-from auxspec.drivers.verify import exec_target
+from auxspec.drivers.verify import exec_target, is_deep, judge_long
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
 from auxspec.engine.ops import ALL, Trace
 from auxspec.engine.target import Target, load_target
-from auxspec.engine.traces import TraceError
+from auxspec.engine.traces import TraceError, printable
+from auxspec.generators.background import Release, Scenario, vector_scenario
 from auxspec.models.sequential import Outcome
 from auxspec.teach import terminal
 from auxspec.teach.html import page
@@ -137,6 +141,8 @@ def _looks_like_trace(path: Path) -> bool:
 def explain(args: argparse.Namespace) -> int:
     if not args.fuzz and remote_command.is_counterexample(args.file):
         return _explain_remote(args)
+    if not args.fuzz and args.file.suffix == ".jsonl" and traces.is_background(args.file):
+        return explain_background(args)
     target: Target | None = None
     stop = None
     try:
@@ -152,6 +158,12 @@ def explain(args: argparse.Namespace) -> int:
     except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
+    if is_deep(given.trace):
+        try:
+            return explain_long(given.trace, args.file, target)
+        finally:
+            if stop:
+                stop()
     try:
         try:
             line = timeline(given.trace, given.title, given.description, given.recorded, most_held)
@@ -206,6 +218,88 @@ def _explain_remote(args: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     return code
+
+
+def explain_long(trace: Trace, path: Path, target: Target | None) -> int:
+    """``auxspec explain`` of a deep trace (a depth catch of tens of
+    thousands of calls): step by step it would be that many screens, so its
+    calls are shown by their ends; with a target, it is judged as the depth
+    phase judges it (``verify.judge_long``) and the calls up to the one that
+    differs are shown with both sides."""
+    print(f"{path.name}: {len(trace.ops):,} calls, too many to step through: the first and the last")
+    print(f"store(max_bytes={trace.max_bytes}, object_nbytes={trace.object_nbytes}, profile={trace.profile})")
+    for number, op in [*enumerate(trace.ops[:3], 1), *enumerate(trace.ops[-6:], len(trace.ops) - 5)]:
+        if number == len(trace.ops) - 5:
+            print(f"  ... {len(trace.ops) - 9:,} calls ...")
+        print(report_text.clip(f"{number:>7,}. {describe_step(op)}"))
+    if target is None:
+        print("add --target (or --exec) to run it on a store and see where that store differs")
+        return 0
+    try:
+        found = judge_long(trace, target)
+    except ProtocolError as error:
+        print(f"auxspec: the port broke the protocol: {error}", file=sys.stderr)
+        return 2
+    if found is None:
+        print(f"{target.label} agrees with the spec on all {len(trace.ops):,} calls (the in-place spec's outcomes)")
+        return 0
+    print(report_text.headline(found, f"explain, on {target.label}"))
+    print(report_text.clip_lines(found.render(last=report_text.SHOWN_OPS)))
+    return 1
+
+
+def background_steps(scenario: Scenario) -> list[str]:
+    """A background scenario as rows: the store, then each owner call and
+    each of the writer's releases in order, then the ending."""
+    faults = ", ".join(f"inner call {index + 1} raises {make.__name__}" for index, make in scenario.faults)
+    rows = [
+        f"background store(max_pending_batches={scenario.max_pending_batches!r}) over "
+        f"{'no inner store' if scenario.inner == 'none' else 'store'}(max_bytes={scenario.max_bytes}, "
+        f"object_nbytes={scenario.object_nbytes}, profile={scenario.profile})"
+        + (f"; faults: {faults}" if faults else "")
+    ]
+    calls = 0
+    for step in scenario.ops:
+        if isinstance(step, Release):
+            rows.append(f"      writer: may apply {step.batches} more batch(es) to the inner store")
+        else:
+            calls += 1
+            rows.append(f"{calls:>4}. {describe_step(step)}")
+    rows.append("      then the owner " + ("closes the store" if scenario.ending == "close" else "drops it unclosed"))
+    return [report_text.clip(row) for row in rows]
+
+
+def explain_background(args: argparse.Namespace) -> int:
+    """``auxspec explain`` of a background vector: its owner calls and the
+    writer's schedule step by step; with --target, the scenario run on that
+    store's background class (the writer held and let go as recorded) and
+    what it did that the background spec does not allow."""
+    try:
+        if args.exec_command:
+            raise LookupError("a background vector needs a Python target (--target): a port process has no writer")
+        scenario = vector_scenario(traces.load_background(args.file))
+        target = None if args.target is None else load_target(None if args.target == BUNDLED else args.target)
+        if target is not None and (target.background is None or target.observe is None):
+            raise LookupError(f"{target.label} has no background store (or no snapshot()) to run this on")
+    except (LookupError, OSError, ImportError, TraceError, ValueError) as error:
+        print(f"auxspec: {error}", file=sys.stderr)
+        return 2
+    print(f"{args.file.name}: a background vector (profile {scenario.profile}): the owner's calls and the writer's")
+    print("schedule, as verify ran them; the writer applies queued batches only where a release step says so")
+    for row in background_steps(scenario):
+        print(printable(row))
+    if target is None:
+        print("add --target to run it on a store's background class and see what it does against the spec")
+        return 0
+    try:
+        run_scenario(target, scenario)
+    except Violation as violation:
+        for line in report_text.clip_lines(str(violation)).split("\n"):
+            print(line)
+        print(f"{target.label}'s background store did what the background spec does not allow")
+        return 1
+    print(f"{target.label}'s background store agrees with the background spec on this scenario")
+    return 0
 
 
 def pointer(out: Path, target: str | None, exec_command: str | None) -> str:
