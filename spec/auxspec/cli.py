@@ -549,6 +549,10 @@ def _depth(
     record.update(seconds=round(run.seconds, 1), reached=run.depth.as_json())
     report["depth"] = record
     reached = f"depth reached: {run.depth.line()}"
+    if run.violation is not None and run.scenario is not None:  # the background life's
+        say(f"depth: the {run.life} violates the background spec (seed {seed})")
+        record.update(life=run.life)
+        return _diverged_background(args, report, verify.BackgroundFound(run.scenario, run.violation), target, say)
     if run.divergence is None:
         ending = "" if run.complete else f", cut short at {budget:.0f} s (the port's speed)"
         say(f"depth: {run.lives} long lives, {run.ops:,} ops agree with the spec ({run.seconds:.1f} s{ending})")
