@@ -371,6 +371,11 @@ def _phases(
     deadline += background_time
     if code := _depth(args, target, report, reach, frozenset(deviations), say, deadline - time.monotonic()):
         return code
+    # The depth phase's background life is the background store's time: it
+    # comes out of the background search's second half, not the random search's.
+    charged = min(float(report.get("depth", {}).get("background_seconds", 0.0)), background_time)
+    deadline += charged
+    background_time -= charged
     explored = 0
     started, ops_before = time.monotonic(), reach.ops_run
     bar.start("random search", None, max(deadline - time.monotonic(), 0.0))
@@ -547,6 +552,7 @@ def _depth(
     run = verify.explore_depth(target, args.profile, seed, budget, known, reach)
     record: dict[str, Any] = {"ran": True, "seed": seed, "lives": run.lives, "ops": run.ops, "complete": run.complete}
     record.update(seconds=round(run.seconds, 1), reached=run.depth.as_json())
+    record.update(background_seconds=round(run.background_seconds, 1))
     report["depth"] = record
     reached = f"depth reached: {run.depth.line()}"
     if run.violation is not None and run.scenario is not None:  # the background life's
