@@ -19,7 +19,7 @@ import pytest
 from auxspec import cli
 from auxspec.drivers import depth as phase
 from auxspec.drivers import gated
-from auxspec.drivers.verify import exec_target
+from auxspec.drivers.verify import Reach, exec_target, explore_depth
 from auxspec.engine.compare import compare
 from auxspec.engine.expect import background_batch, background_step, expected_outcomes
 from auxspec.engine.ops import Get, Put, Trace
@@ -230,6 +230,26 @@ def test_the_phase_runs_through_the_protocol(tmp_path: Path) -> None:
         stop()
     assert run.divergence is not None
     assert "python" not in target.features
+
+
+def test_a_slow_port_process_is_cut_short_and_says_how_deep_it_got() -> None:
+    """The full lives through ``auxspec serve`` (``--exec``) for 8 s: far
+    too few for them, so the run is not complete, the figures say how deep
+    it got (the wide life's first calls), and verify's scope names every
+    goal left short instead of failing the port."""
+    auxspec = Path(sys.executable).with_name("auxspec")
+    command = f"{shlex.quote(str(auxspec))} serve {shlex.quote(str(PORTS / '_deep.py'))}"
+    target, stop = exec_target(command, op_timeout=60.0)
+    reach = Reach()
+    try:
+        run = explore_depth(target, "strict", 1, 8.0, frozenset(), reach)
+    finally:
+        stop()
+    assert run.divergence is None and not run.complete
+    # The figures count what ran (building the wide life takes seconds of the 8 on a loaded machine).
+    assert run.ops == 0 or run.depth.keys > 0
+    assert reach.depth_short == run.depth.short_of(target.features) != []
+    assert "depth puts" in " ".join(reach.depth_short)  # the long life's 70,000 puts never began
 
 
 def test_verify_reports_the_depth_reached_when_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
