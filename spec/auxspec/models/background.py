@@ -418,8 +418,10 @@ _TAILS_KEPT = 8
 def _known_tail(state: BgState) -> State | None:
     """The remembered inner state after the writer applies all of ``state``'s
     queue without a failure, if it is remembered."""
-    cached = _TAILS.get((id(state.inner), id(state.queue)))
+    key = id(state.inner), id(state.queue)
+    cached = _TAILS.get(key)
     if cached is not None and cached[0] is state.inner and cached[1] is state.queue:
+        _TAILS[key] = _TAILS.pop(key)  # the most recently used is forgotten last
         return cached[2]
     return None
 
