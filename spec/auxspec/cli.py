@@ -559,9 +559,15 @@ def _depth(
         say(f"depth: the {run.life} violates the background spec (seed {seed})")
         record.update(life=run.life)
         return _diverged_background(args, report, verify.BackgroundFound(run.scenario, run.violation), target, say)
+    if run.background_seconds:
+        say(
+            f"depth: the background life agrees with the background spec ({run.depth.queued:,} batches queued "
+            f"behind the held writer between two reads, {run.background_seconds:.1f} s of the background store's time)"
+        )
     if run.divergence is None:
         ending = "" if run.complete else f", cut short at {budget:.0f} s (the port's speed)"
-        say(f"depth: {run.lives} long lives, {run.ops:,} ops agree with the spec ({run.seconds:.1f} s{ending})")
+        lives = run.seconds - run.background_seconds
+        say(f"depth: {run.lives} long lives, {run.ops:,} ops agree with the spec ({lives:.1f} s{ending})")
         say(reached)
         return None
     divergence = run.divergence
