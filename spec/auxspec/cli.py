@@ -458,6 +458,11 @@ def _phases(
     deadline += background_time
     if code := _depth(args, target, report, reach, frozenset(deviations), say, deadline - time.monotonic()):
         return code
+    # The depth phase's background life is the background store's time: it
+    # comes out of the background search's second half, not the random search's.
+    charged = min(float(report.get("depth", {}).get("background_seconds", 0.0)), background_time)
+    deadline += charged
+    background_time -= charged
     explored = 0
     started, ops_before = time.monotonic(), reach.ops_run
     bar.start("random search", None, max(deadline - time.monotonic(), 0.0))
@@ -634,11 +639,22 @@ def _depth(
     run = verify.explore_depth(target, args.profile, seed, budget, known, reach)
     record: dict[str, Any] = {"ran": True, "seed": seed, "lives": run.lives, "ops": run.ops, "complete": run.complete}
     record.update(seconds=round(run.seconds, 1), reached=run.depth.as_json())
+    record.update(background_seconds=round(run.background_seconds, 1))
     report["depth"] = record
     reached = f"depth reached: {run.depth.line()}"
+    if run.violation is not None and run.scenario is not None:  # the background life's
+        say(f"depth: the {run.life} violates the background spec (seed {seed})")
+        record.update(life=run.life)
+        return _diverged_background(args, report, verify.BackgroundFound(run.scenario, run.violation), target, say)
+    if run.background_seconds:
+        say(
+            f"depth: the background life agrees with the background spec ({run.depth.queued:,} batches queued "
+            f"behind the held writer between two reads, {run.background_seconds:.1f} s of the background store's time)"
+        )
     if run.divergence is None:
         ending = "" if run.complete else f", cut short at {budget:.0f} s (the port's speed)"
-        say(f"depth: {run.lives} long lives, {run.ops:,} ops agree with the spec ({run.seconds:.1f} s{ending})")
+        lives = run.seconds - run.background_seconds
+        say(f"depth: {run.lives} long lives, {run.ops:,} ops agree with the spec ({lives:.1f} s{ending})")
         say(reached)
         return None
     divergence = run.divergence

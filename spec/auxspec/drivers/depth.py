@@ -28,11 +28,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import cast
 
+from auxspec.drivers import gated
 from auxspec.engine.compare import Divergence, compare
 from auxspec.engine.ops import Get, Op, Put, Trace
 from auxspec.engine.table import kind_of
 from auxspec.engine.target import Target
 from auxspec.generators import depth
+from auxspec.generators.background import Scenario
 from auxspec.models import incremental
 from auxspec.models.sequential import Err, Kind, Outcome
 
@@ -55,6 +57,11 @@ class DepthRun:
     complete: bool
     found_at: int | None = None  # the op the divergence was found at, in its life
     shrink_seconds: float = 0.0
+    # A background store's violation (the background life, run by the gated
+    # driver): the scenario, cut to the rounds that still violate, and its report.
+    scenario: Scenario | None = None
+    violation: str | None = None
+    background_seconds: float = 0.0  # the background life's time (not counted in ``max_time``)
 
 
 class _OutOfTime(BaseException):
@@ -75,11 +82,35 @@ def explore_depth(
     seconds (generation included); shrink the first divergence that is not
     a deviation in ``known``."""
     started = time.monotonic()
-    deadline = started + max_time
     plans = depth.lives(profile, target.features, seed, scale)
     made: list[depth.Life] = []
     reached: list[int] = []
     complete = True
+    queued = 0
+    background_seconds = 0.0
+    if target.background is not None and target.observe is not None:
+        # First: a few thousand owner calls, in process, the writer held. Its
+        # time is the background store's (verify charges it to that phase),
+        # so the store's own lives keep all of ``max_time``.
+        background = depth.background_life(profile, target.features, seed, scale)
+        violation = background_violation(target, background.scenario)
+        background_seconds = time.monotonic() - started
+        if violation is not None:
+            scenario, violation = _fewer_rounds(target, background, violation)
+            return DepthRun(
+                None,
+                background.name,
+                depth.Depth(),
+                1,
+                len(background.scenario.ops),
+                time.monotonic() - started,
+                False,
+                scenario=scenario,
+                violation=violation,
+                background_seconds=background_seconds,
+            )
+        queued = background.depth.queued
+    deadline = time.monotonic() + max_time
     for plan in plans:
         if time.monotonic() > deadline:
             complete = False
@@ -124,9 +155,42 @@ def explore_depth(
             found.step + 1,
             time.monotonic() - shrink_started,
         )
+    figures = depth.figures(made, reached)
+    figures.queued = queued
+    seconds = time.monotonic() - started
     return DepthRun(
-        None, None, depth.figures(made, reached), len(made), sum(reached), time.monotonic() - started, complete
+        None, None, figures, len(made), sum(reached), seconds, complete, background_seconds=background_seconds
     )
+
+
+def background_violation(target: Target, scenario: Scenario) -> str | None:
+    """The gated driver's report of how the target's background store ran
+    ``scenario`` in a way the background spec does not allow, or None."""
+    try:
+        gated.run_scenario(target, scenario)
+    except gated.Violation as violation:
+        return str(violation)
+    return None
+
+
+def _fewer_rounds(target: Target, life: depth.BackgroundLife, violation: str) -> tuple[Scenario, str]:
+    """The background life cut to fewer rounds that still violate: the
+    shortest prefix of rounds (bisected), then its last round alone. The
+    writer's schedule shrinks further call by call in the report
+    (``verify.shrink_background``)."""
+    low, high = 1, len(life.rounds)  # rounds[:high] violates
+    while low < high:
+        middle = (low + high) // 2
+        again = background_violation(target, life.only(range(middle)))
+        if again is None:
+            low = middle + 1
+        else:
+            high, violation = middle, again
+    best = life.only(range(high))
+    alone = life.only(range(high - 1, high))
+    if high > 1 and (again := background_violation(target, alone)) is not None:
+        best, violation = alone, again
+    return best, violation
 
 
 def _judge(

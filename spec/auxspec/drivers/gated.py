@@ -94,6 +94,7 @@ class GatedStore:
         self.entered = 0
         self.finished = 0
         self.timed_out = False
+        self.active = time.monotonic()  # the driver's last step (``touch``)
         self.raised: list[tuple[BaseException, str]] = []  # (exception, cause) per failed put
         self.final: StoreSnapshot | None = None
         self.closes = 0
@@ -108,6 +109,10 @@ class GatedStore:
         with self._cond:
             self._permits += permits
             self._cond.notify_all()
+
+    def touch(self) -> None:
+        """The driver takes a step: a held writer's timeout starts again."""
+        self.active = time.monotonic()
 
     def open(self) -> None:
         """Let every put through from now on (used when tearing down)."""
@@ -133,14 +138,22 @@ class GatedStore:
             index = self.entered
             self.entered += 1
             self._cond.notify_all()
-            if not self._cond.wait_for(lambda: self._open or self._permits > 0, self._timeout):
-                self.timed_out = True
-            elif not self._open:
+            # Held for as long as the driver is busy: the timeout counts from
+            # its last step (a depth life holds one batch behind a thousand puts).
+            while not (self._open or self._permits > 0):
+                left = self.active + self._timeout - time.monotonic()
+                if left <= 0:
+                    self.timed_out = True
+                    break
+                self._cond.wait(left)
+            if not self.timed_out and not self._open:
                 self._permits -= 1
         fault: Callable[[], BaseException] | None = None
         try:
             if self.timed_out:
-                raise GateTimeout(f"inner put #{index} waited at the gate for more than {self._timeout} s")
+                raise GateTimeout(
+                    f"inner put #{index} waited at the gate {self._timeout} s after the driver's last step"
+                )
             fault = self._faults.get(index)
             if fault is not None:
                 raise fault()
@@ -304,14 +317,19 @@ class _Run:
             self.state = writer_take(state)
 
     def release(self, batches: int) -> None:
-        for _ in range(batches):
-            if not self.state.queue:
-                return
-            self.gate.release(1)
-            if not self.gate.wait_for("finished", self.state.applied + 1):
-                self.fail("the writer did not finish a released batch")
+        # All the permits at once (one wait, not two thread switches per
+        # batch: a depth life releases a thousand), but never more than the
+        # batches the writer will apply: a permit left over after a latched
+        # failure would let a later batch past the gate.
+        count = min(batches, inner_calls_to_drain(self.state))
+        if count <= 0:
+            return
+        self.gate.release(count)
+        if not self.gate.wait_for("finished", self.state.applied + count):
+            self.fail(f"the writer did not finish the {count} released batch(es)")
+        for _ in range(count):
             self.state = writer_step(self.state)
-            self.settle()
+        self.settle()
 
     def call(self, op: Op) -> BgOutcome | str:
         try:
@@ -491,6 +509,7 @@ class _Run:
                 if not isinstance(op, Release) and kind_of(op).owner is OwnerCall.CLOSE and not self.state.closed:
                     self._open_inner = drain(self.state).inner
                 self.log.append(f"  {self.report.steps:>3}. {describe(op)}")
+                self.gate.touch()
                 if isinstance(op, Release):
                     self.release(op.batches)
                 else:

@@ -627,7 +627,9 @@ def explore_depth(
     run = depth_phase.explore_depth(target, profile, seed, max_time, known)
     if reach is not None:
         reach.phase("depth", run.lives, run.seconds, run.ops, **run.depth.as_json())
-        reach.depth_short = run.depth.short_of(target.features) if run.divergence is None else []
+        background = target.background is not None and target.observe is not None
+        found = run.divergence is not None or run.violation is not None
+        reach.depth_short = [] if found else run.depth.short_of(target.features, background)
     return run
 
 

@@ -37,7 +37,7 @@ import math
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from random import Random
 from typing import Any, cast
 
@@ -58,6 +58,7 @@ from auxspec.engine.ops import (
     Trace,
 )
 from auxspec.engine.table import kind_of, step
+from auxspec.generators.background import Release, Scenario, Step
 from auxspec.models import incremental
 from auxspec.models.sequential import Err, Outcome
 
@@ -76,10 +77,13 @@ class Scale:
     most: int  # the longest list in a call
     failures: int  # the long life's capacity failures
     episodes: int  # rare-path episodes spread through the long life
+    queued: int = 1_024  # the background life's rounds swept up to this many batches (its last round passes the bound)
+    bound: tuple[int, int] = (1_100, 1_300)  # its max_pending_batches, drawn in this range
+    queue_slots: tuple[int, int] = (64, 400)  # its inner store's capacity
 
 
 FULL = Scale("full", (2_000, 6_000), (70_002, 76_000), 72_000, 72_000, 5_120, 1_500, 12)
-SMALL = Scale("small", (12, 60), (150, 400), 500, 300, 160, 40, 4)
+SMALL = Scale("small", (12, 60), (150, 400), 500, 300, 160, 40, 4, 48, (40, 56), (12, 40))
 
 # What the full scale must reach (the ``depth:`` line's "NOT reached" names any left short).
 GOALS = {
@@ -94,6 +98,7 @@ GOALS = {
     "slots": 70_000,
     "key_list": 5_000,
     "read_into": 5_000,
+    "queued": 1_100,  # a target with a background store only
 }
 
 
@@ -113,24 +118,30 @@ class Depth:
     slots: int = 0  # the most keys stored at once
     key_list: int = 0  # the longest list of one call (batch, read, retains, releases)
     read_into: int = 0  # the most objects of one read_into
+    queued: int = 0  # the most batches queued to a background store between two reads (the writer held)
 
     def widen(self, other: Depth) -> None:
         for name in _NAMES:
             setattr(self, name, max(getattr(self, name), getattr(other, name)))
 
-    def short_of(self, features: Features = ALL_FEATURES) -> list[str]:
-        """The goals not reached (``read_into``'s only for a target that has it)."""
+    def short_of(self, features: Features = ALL_FEATURES, background: bool = False) -> list[str]:
+        """The goals not reached (``read_into``'s only for a target that has
+        it, ``queued`` only for one with a background store)."""
         return [
             f"depth {_SHOWN.get(name, name.replace('_', ' '))} {getattr(self, name):,} < {most:,}"
             for name, most in GOALS.items()
-            if getattr(self, name) < most and (name != "read_into" or READ_INTO in features)
+            if getattr(self, name) < most
+            and (name != "read_into" or READ_INTO in features)
+            and (name != "queued" or background)
         ]
 
     def as_json(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in _NAMES}
 
     def line(self) -> str:
-        return ", ".join(f"{_SHOWN.get(name, name.replace('_', ' '))} {getattr(self, name):,}" for name in _NAMES)
+        """The figures, for the report (``queued`` only when a background life ran)."""
+        shown = (name for name in _NAMES if name != "queued" or self.queued)
+        return ", ".join(f"{_SHOWN.get(name, name.replace('_', ' '))} {getattr(self, name):,}" for name in shown)
 
 
 _NAMES = tuple(f.name for f in fields(Depth))
@@ -251,12 +262,12 @@ class _Builder:
 
     # ------------------------------------------------------------- ops
 
-    def add(self, op: Op, longest: int = 0, batch: tuple[str, ...] = ()) -> None:
-        """``op`` appended and stepped; ``longest`` is its longest list,
-        ``batch`` the keys it puts."""
+    def add(self, op: Op, longest: int = 0, batch: tuple[str, ...] = ()) -> Outcome | None:
+        """``op`` appended and stepped (its outcome; None when the target
+        lacks it); ``longest`` is its longest list, ``batch`` the keys it puts."""
         wanted = _NEEDS.get(type(op))
         if wanted is not None and wanted not in self.features:
-            return
+            return None
         live, d = self.shadow, self.depth
         clock, inserted = live.clock, len(live.order) + live.evictions
         outcome = spec_step(live, op)
@@ -279,13 +290,14 @@ class _Builder:
             d.hits, d.misses = live.hits, live.misses
         if len(self.ops) % self.mark == 0:
             self.marks.append(Depth(**d.as_json()))
+        return outcome
 
     def put(
         self, objects: list[tuple[str, bytes]], retain: list[str] | None = None, release: list[str] | None = None
-    ) -> None:
+    ) -> Outcome | None:
         retained, released = tuple(retain or ()), tuple(release or ())
         longest = max(len(objects), len(retained), len(released))
-        self.add(Put(tuple(objects), retained, released), longest, tuple(k for k, _ in objects))
+        return self.add(Put(tuple(objects), retained, released), longest, tuple(k for k, _ in objects))
 
     def put_new(self, count: int, retain: list[str] | None = None, release: list[str] | None = None) -> list[str]:
         keys = self.mint(count)
@@ -316,9 +328,13 @@ class _Builder:
         self.add(Close())
         self.add(Get(("k0",)))  # closed
         self.marks.append(Depth(**self.depth.as_json()))
-        # A whole-state comparison costs O(store): about one per store's worth of ops' keys.
-        every = max(32, min(4096, 1 << (self.shadow.capacity.bit_length() - 2)))
-        every = every if self.shadow.capacity < 10_000 else 48
+        # A whole-state comparison costs O(store) (a snapshot of the target, the
+        # spec's observable state, both invariant checks): about one per half a
+        # store's worth of ops in the long life, which is 1,024-4,096 ops (80 in
+        # 165,000 calls, 0.6 CPU s on the bundled store); in the wide life one per
+        # 128 calls, each a quarter second at 70,000 slots. Every op's outcome is compared.
+        every = max(32, min(4096, 1 << (self.shadow.capacity.bit_length() - 1)))
+        every = every if self.shadow.capacity < 10_000 else 128
         trace = Trace(self.profile, self.max_bytes, self.nbytes, tuple(self.ops))
         return Life(name, trace, self.marks, every, self.mark)
 
@@ -504,6 +520,110 @@ def _wide_life(profile: str, features: Features, rng: Random, scale: Scale) -> L
     b.put_new(log_uniform(rng, most))
     b.read_into(b.recent(most, capacity))
     return b.finish(f"wide life ({capacity:,} slots, seed-drawn)")
+
+
+@dataclass(frozen=True)
+class BackgroundLife:
+    """The background store's life: a scenario for the gated driver
+    (``drivers.gated``: the writer held at a gate, released where the
+    scenario says) and what it reaches when it runs whole."""
+
+    name: str
+    scenario: Scenario
+    depth: Depth
+    rounds: tuple[int, ...]  # the step each round starts at (its puts, a release, its read)
+
+    def only(self, rounds: range) -> Scenario:
+        """The scenario with only ``rounds`` of its rounds (valid: every pin
+        of a round is released in it)."""
+        starts = (*self.rounds, len(self.scenario.ops))
+        kept = [step for r in rounds for step in self.scenario.ops[starts[r] : starts[r + 1]]]
+        return replace(self.scenario, ops=tuple(kept))
+
+
+def background_life(profile: str, features: Features, seed: int, scale: Scale = FULL) -> BackgroundLife:
+    """A background store's life, drawn from ``seed``: rounds of batches
+    queued while the writer is held, each between two reads (a read, ``len``
+    or ``stats``: every one waits for the queue), the rounds' lengths swept
+    through every power of two and decade up to ``scale.queued``. In a
+    round the writer is released part of the way (or not at all) before
+    the second read, which waits for the rest; some batches pin
+    keys of the round and later ones release them. The bound
+    (``max_pending_batches``) is drawn below the longest rounds, so the
+    queue fills and puts wait for the writer. The last round holds more
+    batches than the bound and a capacity failure near its end: the writer
+    latches it deep in the queue, skips the batches behind it, and the read
+    and ``close`` report it."""
+    rng = Random(f"depth-background-{seed}")
+    # vLLM's background store has no read_into and no observations (the
+    # background search's rule too: generators.background).
+    features = features if profile == "strict" else frozenset()
+    capacity = rng.randrange(*scale.queue_slots)
+    b = _Builder(profile, features, rng, capacity, rng.randrange(8, 17))
+    bound = rng.randrange(*scale.bound)
+    steps: list[Step] = []
+    taken = 0
+
+    def take() -> None:
+        nonlocal taken
+        steps.extend(b.ops[taken:])
+        taken = len(b.ops)
+
+    most_batch = max(1, min(8, capacity // 4))
+    queued = 0
+    up = sweep(scale.queued)
+    sizes = [*up[: len(up) // 2 + 1], bound + rng.randint(10, 60)]
+    rounds: list[int] = []
+    for turn, size in enumerate(sizes):
+        rounds.append(len(steps))
+        last = turn == len(sizes) - 1
+        fresh: list[str] = []
+        pinned: list[str] = []
+        fail_at = size - rng.randint(2, 9) if last else -1
+        for index in range(size):
+            draw = rng.random()
+            if index == fail_at:  # more new keys than the store holds: a capacity failure, latched
+                b.put_new(capacity + 1)
+            elif draw < 0.05 and fresh and len(pinned) < capacity // 4:
+                keys = rng.sample(fresh, min(len(fresh), log_uniform(rng, 3)))
+                b.put([], retain=keys)
+                pinned += keys
+            elif draw < 0.1 and pinned:
+                b.put([], release=[pinned.pop(rng.randrange(len(pinned)))])
+            elif draw < 0.11:  # a pin before the data, in the same batch as other keys
+                (early,) = b.mint(1)
+                b.put([], retain=[early])
+                pinned.append(early)
+                fresh += b.put_new(1)
+                b.put([(early, b.payload(early))])
+                fresh.append(early)
+            else:
+                fresh += b.put_new(1 if draw < 0.9 else log_uniform(rng, most_batch))
+        if pinned and not last:
+            b.put([], release=pinned)
+        # Every put of the round queues a batch (none is empty), up to the failure.
+        queued = max(queued, fail_at if last else len(b.ops) - taken)
+        take()
+        released = 0 if rng.random() < 0.3 else log_uniform(rng, size)
+        if released:
+            steps.append(Release(released))
+        reading = rng.random()
+        keys = [fresh[0], *rng.sample(fresh, min(len(fresh), log_uniform(rng, 16))), fresh[-1]]
+        if reading < 0.15:
+            keys.insert(rng.randrange(len(keys) + 1), b.missing())
+        if reading < 0.8 and READ_INTO in features:
+            b.read_into(keys) if reading > 0.6 else b.get(keys)
+        elif reading >= 0.8 and OBSERVE in features:
+            b.add(Len())
+        else:
+            b.get(keys)
+        take()
+    return BackgroundLife(
+        f"background life ({capacity:,} slots, max_pending_batches {bound:,}, seed-drawn)",
+        Scenario(profile, b.max_bytes, b.nbytes, bound, tuple(steps)),
+        Depth(queued=queued),
+        tuple(rounds),
+    )
 
 
 def figures(made: list[Life], reached: list[int]) -> Depth:

@@ -364,7 +364,11 @@ def writer_step(state: BgState) -> BgState:
         cause = outcome.kind.value if isinstance(outcome, Err) else None
     applied = state.applied + 1
     if cause is None:
-        return replace(state, inner=inner, queue=rest, started=False, applied=applied)
+        after = replace(state, inner=inner, queue=rest, started=False, applied=applied)
+        tail = _known_tail(state)
+        if tail is not None:  # the rest of the queue ends where the whole of it did
+            _remember(after, tail)
+        return after
     # Latched: every batch behind it is skipped.
     return replace(state, inner=inner, queue=(), started=False, applied=applied, error=cause)
 
@@ -376,6 +380,9 @@ def drain(state: BgState) -> BgState:
     raises: UndefinedInput
     post: check_background(__return__) and not __return__.queue
     """
+    tail = _known_tail(state) if state.queue else None
+    if tail is not None:
+        return replace(state, inner=tail, queue=(), started=False, applied=state.applied + len(state.queue))
     while state.queue:
         state = writer_step(state)
     return state
@@ -395,6 +402,68 @@ def _run_to_failure(state: BgState) -> BgState | None:
         if state.error is not None:
             return state
     return None
+
+
+# The inner state once the writer has applied a whole queue that does not
+# fail, for the last few (inner, queue) pairs. A put's alternatives need the
+# writer run to the end of the queue: O(queue) model steps, so a long queue
+# (the depth phase's 1,100 batches held behind the writer) cost O(queue²)
+# model steps. Keyed by identity, and each entry holds its inner state and
+# queue, so an id is never a recycled one; only an optimisation: a miss
+# runs the writer from the head, as before.
+_TAILS: dict[tuple[int, int], tuple[State, tuple[Batch, ...], State]] = {}
+_TAILS_KEPT = 8
+
+
+def _known_tail(state: BgState) -> State | None:
+    """The remembered inner state after the writer applies all of ``state``'s
+    queue without a failure, if it is remembered."""
+    key = id(state.inner), id(state.queue)
+    cached = _TAILS.get(key)
+    if cached is not None and cached[0] is state.inner and cached[1] is state.queue:
+        _TAILS[key] = _TAILS.pop(key)  # the most recently used is forgotten last
+        return cached[2]
+    return None
+
+
+def _quiet_tail(state: BgState) -> State | None:
+    """The inner state after the writer applies all of ``state``'s queue, if
+    no batch of it fails (no fault is due either); else None."""
+    known = _known_tail(state)
+    if known is not None:
+        return known
+    drained = drain(state)
+    if drained.error is not None:
+        return None
+    _remember(state, drained.inner)
+    return drained.inner
+
+
+def _remember(state: BgState, tail: State) -> None:
+    while len(_TAILS) >= _TAILS_KEPT:
+        del _TAILS[next(iter(_TAILS))]
+    _TAILS[id(state.inner), id(state.queue)] = (state.inner, state.queue, tail)
+
+
+def _failure_after_queueing(state: BgState, batch: Batch, queued: BgState) -> BgState | None:
+    """``_run_to_failure(queued)``, where ``queued`` is ``state`` (no failure
+    latched) with ``batch`` queued last: when the writer runs ``state``'s
+    queue through without a failure, only ``batch`` is stepped on the
+    inner state it leaves."""
+    tail = _quiet_tail(state)
+    if tail is None:
+        return _run_to_failure(queued)
+    index = state.applied + len(state.queue)  # the inner call that applies ``batch``
+    if index in state.faults:
+        cause: str | None = FAULT
+        inner = tail
+    else:
+        inner, outcome = model.put(tail, batch.objects, batch.retain, batch.release)
+        cause = outcome.kind.value if isinstance(outcome, Err) else None
+    if cause is None:
+        _remember(queued, inner)
+        return None
+    return replace(queued, inner=inner, queue=(), started=False, applied=index + 1, error=cause)
 
 
 # ------------------------------------------------------------------ owner calls
@@ -430,7 +499,7 @@ def put(state: BgState, batch: Batch) -> Alternatives:
     if not has_room(state):
         return ()
     queued = replace(state, queue=(*state.queue, batch))
-    failed = _run_to_failure(queued)
+    failed = _failure_after_queueing(state, batch, queued)
     if failed is None:
         return ((queued, Ok()),)
     assert failed.error is not None
