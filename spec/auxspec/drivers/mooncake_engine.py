@@ -165,4 +165,4 @@ class MooncakeEvictor:
     def refusals(self) -> str:
         if not self.leased:
             return ""
-        return f"; {self.leased} removals were refused for a read's lease (-706: the object stays, rule M3)"
+        return f"the master refused {self.leased} of verify's removals for a read's lease (-706: kept, rule M3)"

@@ -216,8 +216,10 @@ def _say_scope(found: Report, evicted: int, engine: Engine, evictor: Evictor, sa
     )
     say(
         f"evictions: the {engine.name} engine evicted {evicted} {engine.counter}, verify deleted "
-        f"{evictor.deleted} of the stores' objects between calls{evictor.refusals()}"
+        f"{evictor.deleted} of the stores' objects between calls"
     )
+    if evictor.refusals():
+        say(evictor.refusals())
     if t.reads_of_gone == 0:
         say("scope NOT reached in this run: no read met an eviction")
 

@@ -44,7 +44,7 @@ class Evictor(Protocol):
     def finish(self) -> None: ...
 
     def refusals(self) -> str:
-        """What the engine refused to delete, said in the report ('' if nothing)."""
+        """What the engine refused to delete, a line of the report ('' if nothing)."""
         ...
 
 
