@@ -45,11 +45,8 @@ from auxspec.engine.ops import (
     REENTRANT_FORMS,
     Contains,
     Features,
-    Get,
     KeyValue,
     Op,
-    Put,
-    ReadInto,
     Trace,
 )
 from auxspec.engine.table import describe, kind_of
@@ -187,7 +184,7 @@ def remote_trace(data: bytes, features: Features = REMOTE_FEATURES) -> Trace:
 def _last_key(ops: list[Op]) -> KeyValue | None:
     """The first key the latest call naming keys named (None if none did)."""
     for op in reversed(ops):
-        keys: Any = op.keys if isinstance(op, (Get, ReadInto)) else op.objects if isinstance(op, Put) else None
+        keys: Any = getattr(op, "keys", None) or getattr(op, "objects", None)  # a read's keys, a put's objects
         if isinstance(keys, tuple):
             for item in keys:
                 key = item[0] if isinstance(item, tuple) else item
