@@ -723,3 +723,34 @@ def test_each_wrong_mooncake_store_is_flagged_through_verify(
     assert code == 1 and "DIVERGES (found by the remote search" in out and out_file.is_file(), out
     broken = re.search(r"got (TypeError|AttributeError|ArgumentError|NameError)\b", out)
     assert broken is None, f"flagged for a broken variant, not for its bug:\n{out}"
+
+
+def test_verify_leaves_an_object_a_read_leased_as_the_master_would(
+    master: LocalMaster, client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Verify's removals between calls on a master whose reads lease for 100 ms
+    (rule M3): right after a read the master answers -706 and the object stays
+    readable, which verify counts as refused; once the lease ended it goes."""
+    from auxspec.drivers.mooncake_engine import MooncakeEngine
+
+    monkeypatch.setenv(MASTER_ENV, master.master)
+    monkeypatch.setenv(METADATA_VARIABLE, master.metadata)
+    monkeypatch.setenv("AUXSTORE_MOONCAKE_HTTP", master.metrics)  # ".../metrics" is taken as well as the base
+    engine = MooncakeEngine.connect(os.environ)
+    try:
+        evictor = engine.evictor(rate=1.0)
+        evictor.start(seed=1)
+        with MooncakeBlockObjectStore(64, 4, client=client) as store:
+            store.put([BlockObject("leased", b"LLLL")])
+            assert store.get_concatenated(["leased"]) == b"LLLL"  # the read leases it
+            evictor.strike()
+            assert (evictor.deleted, evictor.refused) == (0, 1), "removed within its lease"
+            assert store.get_concatenated(["leased"]) == b"LLLL"
+            assert "refused 1 of verify's removals for a read's lease (-706" in evictor.refusals()
+            time.sleep(0.5)  # past the lease (100 ms) the last read granted
+            evictor.strike()
+            assert evictor.deleted == 1 and "leased" not in store
+        evictor.finish()
+        assert engine.evicted() >= 0
+    finally:
+        engine.close()

@@ -133,7 +133,7 @@ class MooncakeEvictor:
     engine: MooncakeEngine
     rate: float = RATE
     deleted: int = 0  # objects removed between calls, over the run
-    leased: int = 0  # removals the master refused for a read's lease (-706): the object stayed
+    refused: int = 0  # removals the master refused for a read's lease (-706): the object stayed
     _random: random.Random = field(default_factory=random.Random)
     _before: set[str] = field(default_factory=set)
 
@@ -152,7 +152,7 @@ class MooncakeEvictor:
             if code == 0:
                 self.deleted += 1
             elif code == OBJECT_HAS_LEASE:
-                self.leased += 1  # M3: a leased object is neither evicted nor removed; it stays readable
+                self.refused += 1  # M3: a leased object is neither evicted nor removed; it stays readable
             elif code != OBJECT_NOT_FOUND:
                 raise EngineUnavailable(f"the Mooncake master answered remove({name!r}) with {code}")
 
@@ -163,6 +163,6 @@ class MooncakeEvictor:
             self.engine.client.batch_remove(mine, True)
 
     def refusals(self) -> str:
-        if not self.leased:
+        if not self.refused:
             return ""
-        return f"the master refused {self.leased} of verify's removals for a read's lease (-706: kept, rule M3)"
+        return f"the master refused {self.refused} of verify's removals for a read's lease (-706: kept, rule M3)"

@@ -66,6 +66,7 @@ class Evictor:
     client: Any
     rate: float = RATE
     deleted: int = 0  # keys deleted between calls, over the run
+    refused: int = 0  # Redis deletes whatever it is asked to
     _random: random.Random = field(default_factory=random.Random)
     _before: set[bytes] = field(default_factory=set)
 

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, cast
 
-from auxspec.drivers.remote_engines import Evictor
+from auxspec.drivers.remote_engines import OPTIONS, Evictor, judged_with
 from auxspec.engine.codec import decode
 from auxspec.engine.compare import apply, construct
 from auxspec.engine.ops import (
@@ -342,6 +342,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, action="append", help="repeatable (default: 1 2 3)")
     parser.add_argument("--max-traces", type=int, default=300, help="per seed (default 300)")
     parser.add_argument("--max-seconds", type=float, default=60.0, help="per seed (default 60)")
+    parser.add_argument(
+        "--option",
+        action="append",
+        choices=sorted(OPTIONS),
+        help="a model option (repeatable; semantics.md 13.1): Mooncake Store needs partial_puts and transient_misses",
+    )
     args = parser.parse_args(argv)
     if (args.target is None) == (args.command is None):
         parser.error("name a TARGET or an --exec COMMAND")
@@ -350,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     try:
         for seed in args.seed or [1, 2, 3]:
-            report = search(target, seed, max_traces=args.max_traces, max_seconds=args.max_seconds)
+            with judged_with(tuple(args.option or ())):
+                report = search(target, seed, max_traces=args.max_traces, max_seconds=args.max_seconds)
             print(report.render(), flush=True)
             failed = failed or report.violation is not None or report.vacuous or report.engine_failure is not None
     finally:

@@ -184,6 +184,7 @@ def verify(options: Options, target: Target, engine: Engine, say: Any) -> tuple[
         "puts_refused": t.puts_refused,
         "server_evicted": evicted,
         "deleted_between_calls": evictor.deleted,
+        "deletions_refused": evictor.refused,
         "seconds": round(found.seconds, 1),
         "ended_by": found.ended_by,
     }

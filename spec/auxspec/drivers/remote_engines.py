@@ -36,6 +36,7 @@ class Evictor(Protocol):
 
     rate: float
     deleted: int  # objects deleted between calls, over the run
+    refused: int  # deletions the engine refused (a Mooncake object leased by a read, rule M3)
 
     def start(self, seed: int) -> None: ...
 
