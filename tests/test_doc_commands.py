@@ -142,10 +142,6 @@ RULES: list[tuple[str, Plan]] = [
     (r"fuzz/coverage --check --with-faults", Elsewhere("tests/test_fuzz_corpus.py", "--with-faults")),
     (r"^AUXSTORE_REDIS_URL=\S+ auxspec verify --profile remote --exec", Elsewhere(REMOTE_VERIFY, '"--exec", _serve(')),
     (r"^AUXSTORE_REDIS_URL=\S+ auxspec verify --profile remote", Elsewhere(REMOTE_VERIFY, '"remote", STORE')),
-    (
-        r"^AUXSTORE_MOONCAKE_MASTER=\S+ AUXSTORE_MOONCAKE_METADATA=\S+ .*auxspec verify --profile remote",
-        Elsewhere("tests/test_remote_mooncake.py", "_verify(STORE"),
-    ),
     (r"mooncake_master --rpc_port", NotRun("a server left running on fixed ports; test_remote_mooncake.py starts one")),
     (r"tests/ports/subtle/measure\.py", Elsewhere("tests/test_doc_commands.py", "test_measure_runs")),
     (r"tools/playground/measure_load\.py", Elsewhere("tests/test_playground.py", "tools/playground/measure_load.py")),
