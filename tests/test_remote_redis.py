@@ -403,7 +403,7 @@ def test_a_run_on_a_server_that_is_down_gives_no_verdict(monkeypatch: pytest.Mon
     monkeypatch.setenv(REDIS_URL_VARIABLE, f"redis://127.0.0.1:{_free_port()}/0")
     assert remote_main(["auxstore.remote:RedisBlockObjectStore", "--seed", "1", "--max-traces", "20"]) == 1
     out = capsys.readouterr().out
-    assert out.count("NOT JUDGED: the engine failed at trace ") == 3 and "EngineError: Redis failed a put" in out, out
+    assert "NOT JUDGED: the engine failed at trace 1, put(" in out and "EngineError: Redis failed a put" in out, out
 
 
 def test_the_benchmark_runs_and_prints_every_scenario(server: str) -> None:
