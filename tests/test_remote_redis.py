@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shlex
 import shutil
 import socket
@@ -368,6 +369,8 @@ def test_a_wrong_remote_store_is_flagged_on_a_live_server(server: str, wrong: ty
     target, _ = chaos_target(wrong, server, seed)
     report = search(target, seed, max_traces=2000, max_seconds=300)
     assert report.violation is not None, f"{wrong.__name__} passed {report.tally.traces} traces at seed {seed}"
+    broken = re.match(r"(TypeError|AttributeError|NameError)\b", report.violation.observed)
+    assert broken is None, f"flagged for a broken wrapper, not for its bug: {report.violation.render()}"
     print(f"{wrong.__name__} at seed {seed}: flagged after {report.tally.traces} traces\n{report.violation.render()}")
 
 
