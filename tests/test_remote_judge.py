@@ -24,7 +24,7 @@ except ImportError:
         raise
     pytest.skip("the remote store's tests need the redis client: pip install auxstore[redis]", allow_module_level=True)
 
-from auxspec.drivers.remote import judge, remote_trace, search
+from auxspec.drivers.remote import EngineFailure, judge, remote_trace, search
 from auxspec.engine.ops import PYTHON, READ_INTO
 from auxspec.engine.target import Target
 from auxspec.models.sequential import Err, Kind, Ok
@@ -287,6 +287,36 @@ class TornWhenHalfIsEvicted(RedisBlockObjectStore):
         return b"".join(value or b"" for value in values)
 
 
+class ContainsFromALocalIndex(RedisBlockObjectStore):
+    """``key in store`` answers from a local set of the keys it put, so a key
+    the engine evicted is still "in" the store (reads are right)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.index: set[str] = set()
+
+    def put(self, objects: Any, *, retain_keys: Any = (), release_keys: Any = ()) -> None:
+        batch = _checked(self, objects, retain_keys, release_keys)
+        super().put([BlockObject(key, payload) for key, payload in batch.items()])
+        self.index.update(batch)
+
+    def __contains__(self, key: object) -> bool:
+        self._check_open("__contains__")
+        return key in self.index
+
+
+class MissingAsAnyStoreError(RedisBlockObjectStore):
+    """A missing object raised as the base ``BlockObjectStoreError``, not the
+    ``MissingKeyError`` the profile documents (vLLM's base class, too wide:
+    a caller cannot tell a missing object from a broken engine)."""
+
+    def get_concatenated(self, keys: Any) -> bytes:
+        try:
+            return super().get_concatenated(keys)
+        except MissingKeyError as error:
+            raise BlockObjectStoreError(str(error)) from None
+
+
 # ------------------------------------------------------- right, but different
 
 
@@ -355,6 +385,8 @@ WRONG = (
     ReadsAfterClose,
     MissingAsEngineFault,
     TornWhenHalfIsEvicted,
+    ContainsFromALocalIndex,
+    MissingAsAnyStoreError,
 )
 
 
@@ -408,3 +440,40 @@ def test_the_in_process_store_is_not_a_remote_store(seed: int) -> None:
     assert report.violation is not None
     assert report.violation.observed == "error unreferenced", report.violation.render()
     assert Ok() in report.violation.allowed
+
+
+class BrokenEngine(FlakyEngine):
+    """FlakyEngine whose connection drops for good after ``calls`` reads."""
+
+    def __init__(self, seed: int, calls: int = 40) -> None:
+        super().__init__(seed)
+        self.left = calls
+
+    def mget(self, names: list[bytes]) -> list[bytes | None]:
+        self.left -= 1
+        if self.left < 0:
+            raise redis.exceptions.ConnectionError("Connection closed by server.")
+        return super().mget(names)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_engine_failure_is_no_outcome_and_no_verdict(seed: int) -> None:
+    # The store turns the lost connection into an EngineError (a BlockObjectStoreError): the judge
+    # once scored that read as "missing", an outcome the profile allows, and the run conformed.
+    engines = random.Random(seed)
+
+    def build(max_bytes: Any, object_nbytes: Any) -> RedisBlockObjectStore:
+        return RedisBlockObjectStore(max_bytes, object_nbytes, client=BrokenEngine(engines.randrange(2**32), 5))
+
+    report = search(Target("on a broken engine", build, None, frozenset({PYTHON, READ_INTO})), seed, max_traces=300)
+    assert report.violation is None and report.ended_by == "engine failure", report.render()
+    failure = report.engine_failure
+    assert isinstance(failure, EngineFailure) and "EngineError: Redis failed a read" in failure.message
+    assert "NOT JUDGED: the engine failed" in report.render()
+
+
+def test_in_is_judged() -> None:
+    # A Python store is driven with `key in store` (the profile's contains), and its answers are judged.
+    source = random.Random(0)
+    names = {op.name for _ in range(300) for op in remote_trace(source.randbytes(96)).ops}
+    assert "contains" in names and not names & {"len", "stats", "flush", "enter", "exit"}, names

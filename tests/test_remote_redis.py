@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shlex
 import shutil
 import socket
@@ -322,6 +323,10 @@ class Chaos:
         self._strike()
         return self.store.read_into(keys, buffer)
 
+    def __contains__(self, key: object) -> bool:
+        self._strike()
+        return key in self.store
+
     def close(self) -> None:
         try:
             self.store.close()
@@ -364,6 +369,8 @@ def test_a_wrong_remote_store_is_flagged_on_a_live_server(server: str, wrong: ty
     target, _ = chaos_target(wrong, server, seed)
     report = search(target, seed, max_traces=2000, max_seconds=300)
     assert report.violation is not None, f"{wrong.__name__} passed {report.tally.traces} traces at seed {seed}"
+    broken = re.match(r"(TypeError|AttributeError|NameError)\b", report.violation.observed)
+    assert broken is None, f"flagged for a broken wrapper, not for its bug: {report.violation.render()}"
     print(f"{wrong.__name__} at seed {seed}: flagged after {report.tally.traces} traces\n{report.violation.render()}")
 
 
@@ -391,13 +398,15 @@ def test_the_command_judges_the_redis_store(server: str, monkeypatch: pytest.Mon
     assert capsys.readouterr().out.count("conforms") == 3
 
 
-def test_a_run_that_never_reads_an_object_back_judged_nothing(monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    # No server on that port: every put fails (EngineError is a BlockObjectStoreError,
-    # so a refusal) and every read fails whole. The profile allows all of it; the command must not.
+def test_a_run_on_a_server_that_is_down_gives_no_verdict(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # No server on that port: the first put raises EngineError. It once counted as a refusal for room (an
+    # EngineError is a BlockObjectStoreError) and every read as a missing object, all allowed; now an engine
+    # failure is no outcome of the profile: the run ends there, says so, and fails.
     monkeypatch.setenv(REDIS_URL_VARIABLE, f"redis://127.0.0.1:{_free_port()}/0")
     assert remote_main(["auxstore.remote:RedisBlockObjectStore", "--seed", "1", "--max-traces", "20"]) == 1
-    assert "NOTHING JUDGED" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "NOT JUDGED: the engine failed at trace 1, put(" in out and "EngineError: Redis failed a put" in out, out
 
 
 def test_the_benchmark_runs_and_prints_every_scenario(server: str) -> None:

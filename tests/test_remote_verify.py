@@ -91,7 +91,8 @@ def test_the_redis_store_conforms_while_the_server_evicts(
     # met evictions (verify's deletions) and also returned objects: the verdict judged something.
     assert 0 < scope["server_evicted"] <= _evicted(engine) - before
     assert scope["reads_of_gone"] > 0 and scope["read_hits"] > 0 and scope["deleted_between_calls"] > 0
-    assert f"the server evicted {scope['server_evicted']} keys for memory" in captured.err
+    assert f"the redis engine evicted {scope['server_evicted']} keys for memory" in captured.err
+    assert "model options: none" in captured.err and report["options"] == [] and report["engine"] == "redis"
 
 
 def test_a_wrong_store_is_flagged_and_its_printed_commands_run_as_printed(
@@ -103,7 +104,7 @@ def test_a_wrong_store_is_flagged_and_its_printed_commands_run_as_printed(
     out = capsys.readouterr().out
     assert code == 1, out
     assert re.search(r"^DIVERGES \(found by the remote search, seed 1, trace \d+\): step \d+, ", out, re.M), out
-    assert re.search(r"^scope: seed 1, \d+ traces", out, re.M) and "evictions: the server evicted" in out
+    assert re.search(r"^scope: seed 1, \d+ traces", out, re.M) and "evictions: the redis engine evicted" in out
     assert f"written to {out_file}" in out and out_file.is_file()
     shrunk = _figure(r"shrunk from \d+ to (\d+) ops", out)
     assert shrunk <= 6, out
@@ -142,7 +143,7 @@ def test_a_wrong_store_served_to_a_port_process_is_flagged(
 @pytest.mark.parametrize(
     ("url", "says"),
     [
-        (None, "needs a Redis server: set AUXSTORE_REDIS_URL"),
+        (None, "needs an engine: set AUXSTORE_REDIS_URL"),
         ("down", "cannot reach the Redis server AUXSTORE_REDIS_URL="),
         ("http://127.0.0.1:1", "is not a Redis URL"),
     ],
@@ -151,6 +152,7 @@ def test_a_wrong_store_served_to_a_port_process_is_flagged(
 def test_no_server_is_one_line_and_exit_2(
     url: str | None, says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    monkeypatch.delenv("AUXSTORE_MOONCAKE_MASTER", raising=False)
     if url is None:
         monkeypatch.delenv(REDIS_URL_VARIABLE, raising=False)
     else:
@@ -172,7 +174,7 @@ def test_right_stores_conform(engine: str, right: type, seed: int, capsys: pytes
         code = cli.main(["verify", "--profile", "remote", label, "--seed", str(seed), "--max-time", "10"])
     out = capsys.readouterr().out
     assert code == 0 and "conforms" in out, out
-    assert _figure(r"the server evicted (\d+) keys", out) > 0 and _figure(r"(\d+) met an eviction", out) > 0
+    assert _figure(r"the redis engine evicted (\d+) keys", out) > 0 and _figure(r"(\d+) met an eviction", out) > 0
 
 
 @pytest.mark.slow  # the default --max-time under --profile remote (60 s) on the shipped store
@@ -181,7 +183,7 @@ def test_the_redis_store_conforms_for_the_default_time(engine: str, capsys: pyte
         code = cli.main(["verify", "--profile", "remote", STORE, "--seed", "1"])
     out = capsys.readouterr().out
     assert code == 0 and "(ended by time)" in out, out
-    assert _figure(r"the server evicted (\d+) keys", out) > 0
+    assert _figure(r"the redis engine evicted (\d+) keys", out) > 0
 
 
 # A count budget, so that the sweep is the same on a loaded machine: NormalizesKeys needs the most,

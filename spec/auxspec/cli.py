@@ -28,7 +28,7 @@ from auxspec.drivers import gated, remote_command, shrink, verify
 from auxspec.drivers import report as report_text
 from auxspec.drivers.fuzzing import signature
 from auxspec.drivers.protocol import ProtocolError, main_serve, parse_command, process_target
-from auxspec.drivers.redis_engine import EngineUnavailable as RedisEngineUnavailable
+from auxspec.drivers.remote_engines import EngineUnavailable as RemoteEngineUnavailable
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
 from auxspec.engine.compare import Divergence, compare, show
@@ -92,9 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         "--profile",
         choices=("strict", "upstream", "remote"),
         default="strict",
-        help="remote: a store whose objects a Redis server holds (AUXSTORE_REDIS_URL; docs/remote.md); its "
-        f"search only (no vectors, small scope, depth, large stores or background phase), for "
-        f"--max-time (default {REMOTE_DEFAULT_TIME:g}) or --max-traces",
+        help="remote: a store whose objects an engine holds, a Redis server (AUXSTORE_REDIS_URL) or a Mooncake "
+        "master (AUXSTORE_MOONCAKE_MASTER; docs/remote.md); its search only (no vectors, small scope, depth, "
+        f"large stores or background phase), for --max-time (default {REMOTE_DEFAULT_TIME:g}) or --max-traces",
+    )
+    check.add_argument(
+        "--engine",
+        choices=("redis", "mooncake"),
+        help="under --profile remote: the engine to verify against (default: the one whose variable is set)",
     )
     check.add_argument(
         "--max-time",
@@ -299,15 +304,15 @@ def _not_runnable(error: NotRunnable, hint: str = "") -> int:
 
 
 def _verify_remote(args: argparse.Namespace) -> int:
-    """verify --profile remote (drivers.remote_command): the server first, so
-    that no URL or no server is one line and exit 2 before anything runs."""
+    """verify --profile remote (drivers.remote_command): the engine first, so
+    that no engine named or none answering is one line and exit 2 before anything runs."""
     say = _say(args.json, args.verbose)
     stop: Any = None
-    client: Any = None
+    client: Any = None  # the engine (remote_engines.Engine)
     try:
         if args.exec_command is not None and args.target:
             raise LookupError("give a TARGET or --exec CMD, not both")
-        url, client = remote_command.engine()
+        client = remote_command.connect_engine(args.engine)
         options = remote_command.Options(
             args.target,
             args.exec_command,
@@ -317,6 +322,7 @@ def _verify_remote(args: argparse.Namespace) -> int:
             args.seed,
             args.out,
             args.verbose,
+            args.engine,
         )
         target, stop = remote_command.load_target_of(args.target, args.exec_command, args.op_timeout)
         if args.errors:
@@ -327,8 +333,8 @@ def _verify_remote(args: argparse.Namespace) -> int:
             client.close()
         return 2
     try:
-        code, report = remote_command.verify(options, target, client, url, say)
-    except RedisEngineUnavailable as error:  # the server went away during the run
+        code, report = remote_command.verify(options, target, client, say)
+    except RemoteEngineUnavailable as error:  # the engine went away during the run
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # verify's own failure (or the server's), never the store's divergence
@@ -929,7 +935,7 @@ def _reproduce_remote(args: argparse.Namespace) -> int:
     try:
         if args.exec_command and args.target:
             raise LookupError("give --target or --exec CMD, not both")
-        _, client = remote_command.engine()
+        client = remote_command.engine_of(args.file)
         target, stop = remote_command.load_target_of(args.target, args.exec_command, args.op_timeout)
         code, lines = remote_command.replay(args.file, target, client)
     except (LookupError, OSError, ImportError, TraceError, ProtocolError) as error:

@@ -1,4 +1,5 @@
-"""The Redis server a ``remote`` verify runs against, and the evictions verify adds.
+"""The Redis server a ``remote`` verify runs against, and the evictions verify adds
+(a ``remote_engines.Engine``).
 
 ``auxspec verify --profile remote`` judges a store whose objects live in a
 Redis server named by ``AUXSTORE_REDIS_URL`` (the store reads the same
@@ -19,14 +20,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from auxspec.drivers.remote_engines import EngineUnavailable
+
 URL_VARIABLE = "AUXSTORE_REDIS_URL"  # the name auxstore.remote reads too
 RATE = 0.2  # the chance that verify deletes each of the trace's keys before a call
 CONNECT_SECONDS = 5.0  # how long verify waits for the server before it says it cannot be reached
-
-
-class EngineUnavailable(LookupError):
-    """No server to verify against: the variable is unset, the client is not
-    installed, or the server does not answer. Its message is one line."""
 
 
 def server_url(environ: dict[str, str] | Any) -> str:
@@ -68,6 +66,7 @@ class Evictor:
     client: Any
     rate: float = RATE
     deleted: int = 0  # keys deleted between calls, over the run
+    refused: int = 0  # Redis deletes whatever it is asked to
     _random: random.Random = field(default_factory=random.Random)
     _before: set[bytes] = field(default_factory=set)
 
@@ -91,3 +90,31 @@ class Evictor:
         mine = list(self._keys() - self._before)
         for start in range(0, len(mine), 1000):
             self.client.delete(*mine[start : start + 1000])
+
+    def refusals(self) -> str:
+        return ""  # Redis deletes whatever it is asked to
+
+
+@dataclass
+class RedisEngine:
+    """The Redis server of ``AUXSTORE_REDIS_URL`` (remote_engines.Engine)."""
+
+    client: Any
+    address: str
+    name: str = "redis"
+    options: tuple[str, ...] = ()  # MSET runs a batch whole, and a key MGET misses is gone
+    counter: str = "keys for memory (INFO evicted_keys)"
+
+    @classmethod
+    def connect(cls, environ: Any) -> RedisEngine:
+        url = server_url(environ)
+        return cls(connect(url), url)
+
+    def evicted(self) -> int:
+        return evicted_keys(self.client)
+
+    def evictor(self, rate: float | None = None) -> Evictor:
+        return Evictor(self.client, RATE if rate is None else rate)
+
+    def close(self) -> None:
+        self.client.close()

@@ -8,10 +8,22 @@ the branch it observed. The traces are the op alphabet's own
 target offers), each op run through its table row (``engine.table``): its
 call on the store, and its step on the remote model, whose functions have
 the sequential model's names. Two things are left out of the alphabet: the
-observations ``len`` and ``stats`` (no client of a shared engine can count
-what it holds), and the call forms that call back into the store from inside
-a call (the profile defines no call from inside a call), which run in the
-plain ``iter`` form instead.
+observations ``len``, ``stats``, ``flush`` and ``with`` (no client of a
+shared engine can count what it holds; the store has nothing to flush), and
+the call forms that call back into the store from inside a call (the profile
+defines no call from inside a call), which run in the plain ``iter`` form
+instead. ``key in store`` is judged (the profile's
+``contains``): a Python store is driven with it always (it is part of the
+API a remote store keeps), a port process when it declares the observations;
+each observation the profile does not define (``len``, ``stats``, ``flush``,
+``with``) is decoded as ``in`` of the key the call before it named.
+
+Only the errors the profile documents are outcomes (``classify``): a read
+fails with ``MissingKeyError``, a put with ``CapacityError``, as section 13
+says; any other ``BlockObjectStoreError`` is no outcome the profile allows.
+An ``EngineError`` (the engine failed: unreachable, timed out, a result code
+the profile does not name) is neither an outcome nor a divergence: the judge
+raises ``EngineFailure`` and the run says it, without a verdict.
 """
 
 from __future__ import annotations
@@ -23,19 +35,69 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, cast
 
-from auxspec.drivers.redis_engine import Evictor
+from auxspec.drivers.remote_engines import OPTIONS, Evictor, judged_with
 from auxspec.engine.codec import decode
 from auxspec.engine.compare import apply, construct
-from auxspec.engine.ops import PYTHON, READ_INTO, REENTRANT_FORMS, Features, Op, Trace
+from auxspec.engine.ops import (
+    OBSERVE,
+    PYTHON,
+    READ_INTO,
+    REENTRANT_FORMS,
+    Contains,
+    Features,
+    KeyValue,
+    Op,
+    Trace,
+)
 from auxspec.engine.table import describe, kind_of
 from auxspec.engine.target import Target
 from auxspec.models import remote
 from auxspec.models.sequential import Err, Kind, Ok, Outcome
 from auxspec.reference import binding
 
-# The ops a remote target may be driven with (beyond put, get and close).
-REMOTE_FEATURES: Features = frozenset({PYTHON, READ_INTO})
+# The ops a remote target may be driven with (beyond put, get and close); of
+# the observations (OBSERVE), only ``contains`` is the profile's.
+REMOTE_FEATURES: Features = frozenset({PYTHON, READ_INTO, OBSERVE})
+REMOTE_OPS = frozenset({"put", "get", "read_into", "close", "contains"})
+# The observations the profile does not define: each becomes ``in`` of the
+# key the call before it named, so ``in`` comes as often as the others would.
+OBSERVATIONS = frozenset({"len", "stats", "flush", "enter", "exit"})
 TRACE_BYTES = 96  # random bytes decoded into one trace
+# The error classes (by name, as binding.is_store_error finds them, so a
+# port's own classes count) each operation may fail with under the profile.
+DOCUMENTED = {"get": "MissingKeyError", "read_into": "MissingKeyError", "put": "CapacityError"}
+ENGINE_ERROR = "EngineError"
+
+
+class EngineFailure(Exception):
+    """The store reported that its engine failed (an ``EngineError``): no
+    outcome of the profile, and no verdict on the store either."""
+
+    def __init__(self, trace: Trace, index: int, message: str) -> None:
+        self.trace, self.index, self.message = trace, index, message
+        call = "building the store" if index < 0 else describe(trace.ops[index])
+        super().__init__(f"{call}: {message}")
+
+
+def _named(error: BaseException, name: str) -> bool:
+    return any(cls.__name__ == name for cls in type(error).__mro__)
+
+
+def classify(op: str, error: BaseException) -> Kind | None:
+    """The kind ``error`` stands for under the remote profile (compare.Classify):
+    binding.classify's, but a store error only as the class section 13
+    documents for ``op`` (a put's ``KeyError`` stays ``strict``'s
+    unreferenced release, which the profile never allows)."""
+    if binding.is_store_error(error) and not (op == "put" and isinstance(error, KeyError)):
+        wanted = DOCUMENTED.get(op)
+        if wanted is None or not _named(error, wanted):
+            return None
+    return binding.classify(op, error)
+
+
+def remote_features(features: Features) -> Features:
+    """What a target offering ``features`` is driven with: a Python store also with ``in``."""
+    return (features | ({OBSERVE} if PYTHON in features else set())) & REMOTE_FEATURES
 
 
 @dataclass(frozen=True)
@@ -47,7 +109,7 @@ class Violation:
     observed: str
     allowed: tuple[Outcome, ...]
     seen: tuple[Outcome, ...] = ()  # the outcomes of the calls before it, each one allowed
-    deletions: int | None = None  # the seed of verify's deletions between calls (redis_engine.Evictor), if any
+    deletions: int | None = None  # the seed of verify's deletions between calls (remote_engines.Evictor), if any
 
     def render(self) -> str:
         lines = [f"store({self.trace.max_bytes!r}, {self.trace.object_nbytes!r})"]
@@ -78,7 +140,8 @@ class Report:
     tally: Tally
     violation: Violation | None
     seconds: float
-    ended_by: str = "count"  # what ended the search: "count", "time" or "found"
+    ended_by: str = "count"  # what ended the search: "count", "time", "found" or "engine failure"
+    engine_failure: EngineFailure | None = None  # what ended it, when the engine failed
 
     @property
     def vacuous(self) -> bool:
@@ -94,6 +157,8 @@ class Report:
             f"{self.seconds:.1f} s; {t.read_hits} reads returned every object, {t.reads_of_gone} reads met an "
             f"eviction, {t.puts_refused} puts were refused for room"
         )
+        if self.engine_failure is not None:
+            return head + f"\nNOT JUDGED: the engine failed at trace {t.traces}, {self.engine_failure}"
         if self.violation is None and self.vacuous:
             return head + "\nNOTHING JUDGED: no read returned an object (is the engine reachable?)"
         if self.violation is None:
@@ -104,8 +169,28 @@ class Report:
 def remote_trace(data: bytes, features: Features = REMOTE_FEATURES) -> Trace:
     """The trace ``data`` decodes to under ``strict``, limited to what the
     remote profile defines (see the module's docstring)."""
-    trace = decode(data, "strict", features & REMOTE_FEATURES)
-    return replace(trace, ops=tuple(_plain(op) for op in trace.ops))
+    trace = decode(data, "strict", remote_features(features))
+    ops: list[Op] = []
+    for op in trace.ops:
+        if op.name in REMOTE_OPS:
+            ops.append(_plain(op))
+            continue
+        key = _last_key(ops)  # an observation the profile does not define: ``in`` takes its place
+        if op.name in OBSERVATIONS and key is not None:
+            ops.append(Contains(key))
+    return replace(trace, ops=tuple(ops))
+
+
+def _last_key(ops: list[Op]) -> KeyValue | None:
+    """The first key the latest call naming keys named (None if none did)."""
+    for op in reversed(ops):
+        keys: Any = getattr(op, "keys", None) or getattr(op, "objects", None)  # a read's keys, a put's objects
+        if isinstance(keys, tuple):
+            for item in keys:
+                key = item[0] if isinstance(item, tuple) else item
+                if isinstance(key, (str, int)):
+                    return key
+    return None
 
 
 def _plain(op: Op) -> Op:
@@ -124,8 +209,13 @@ def judge(
     tally = tally if tally is not None else Tally()
     tally.traces += 1
     expected_new = remote.new(binding.as_size(trace.max_bytes), binding.as_size(trace.object_nbytes))
-    store, built = construct(target.factory, trace, target.errors)
     want = expected_new if isinstance(expected_new, Err) else Ok()
+    try:
+        store, built = construct(target.factory, trace, target.errors, classify)
+    except Exception as error:  # no error kind stands for it
+        if _named(error, ENGINE_ERROR):
+            raise EngineFailure(trace, -1, f"{type(error).__name__}: {error}") from error
+        return Violation(trace, -1, f"{type(error).__name__}: {error}", (want,))
     if built != want:
         _close(store)
         return Violation(trace, -1, _show(built), (want,))
@@ -139,8 +229,10 @@ def judge(
             if between is not None:
                 between()
             try:
-                observed = apply(store, op, target.errors)
+                observed = apply(store, op, target.errors, classify)
             except Exception as error:  # no error kind stands for it: not an outcome the profile allows
+                if _named(error, ENGINE_ERROR):
+                    raise EngineFailure(trace, index, f"{type(error).__name__}: {error}") from error
                 return Violation(trace, index, f"{type(error).__name__}: {error}", allowed.outcomes(), tuple(seen))
             tally.calls += 1
             name = _show(observed)
@@ -188,6 +280,7 @@ def search(
     tally = Tally()
     start = time.monotonic()
     violation: Violation | None = None
+    failure: EngineFailure | None = None
     ended_by = "count"
     for count, trace in enumerate(traces(seed, target.features)):
         if count >= max_traces:
@@ -195,11 +288,15 @@ def search(
         if time.monotonic() - start > max_seconds:
             ended_by = "time"
             break
-        violation = judge_evicting(trace, target, evictor, deletion_seed(seed, count), tally)
+        try:
+            violation = judge_evicting(trace, target, evictor, deletion_seed(seed, count), tally)
+        except EngineFailure as error:
+            failure, ended_by = error, "engine failure"
+            break
         if violation is not None:
             ended_by = "found"
             break
-    return Report(target.label, seed, tally, violation, time.monotonic() - start, ended_by)
+    return Report(target.label, seed, tally, violation, time.monotonic() - start, ended_by, failure)
 
 
 def deletion_seed(seed: int, trace_number: int) -> int:
@@ -245,6 +342,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, action="append", help="repeatable (default: 1 2 3)")
     parser.add_argument("--max-traces", type=int, default=300, help="per seed (default 300)")
     parser.add_argument("--max-seconds", type=float, default=60.0, help="per seed (default 60)")
+    parser.add_argument(
+        "--option",
+        action="append",
+        choices=sorted(OPTIONS),
+        help="a model option (repeatable; semantics.md 13.1): Mooncake Store needs partial_puts and transient_misses",
+    )
     args = parser.parse_args(argv)
     if (args.target is None) == (args.command is None):
         parser.error("name a TARGET or an --exec COMMAND")
@@ -253,9 +356,10 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     try:
         for seed in args.seed or [1, 2, 3]:
-            report = search(target, seed, max_traces=args.max_traces, max_seconds=args.max_seconds)
+            with judged_with(tuple(args.option or ())):
+                report = search(target, seed, max_traces=args.max_traces, max_seconds=args.max_seconds)
             print(report.render(), flush=True)
-            failed = failed or report.violation is not None or report.vacuous
+            failed = failed or report.violation is not None or report.vacuous or report.engine_failure is not None
     finally:
         if process is not None:
             process.close()

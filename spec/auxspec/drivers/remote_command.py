@@ -1,11 +1,13 @@
 """``auxspec verify --profile remote``, and ``reproduce`` / ``explain`` of what it writes.
 
 verify judges TARGET (or a port process under ``--exec``) with the remote
-judge (``drivers.remote``) against the Redis server of ``AUXSTORE_REDIS_URL``,
-deleting keys between calls as an engine may (``drivers.redis_engine``),
-for ``--max-time`` seconds (or ``--max-traces`` traces). It reports the
-scope it reached, the evictions it saw (the server's own, from INFO
-``evicted_keys``, and its deletions), and the verdict. A violation is
+judge (``drivers.remote``) against an engine (``drivers.remote_engines``:
+the Redis server of ``AUXSTORE_REDIS_URL`` or the Mooncake master of
+``AUXSTORE_MOONCAKE_MASTER``), under the model options that engine needs,
+deleting objects between calls as an engine may, for ``--max-time`` seconds
+(or ``--max-traces`` traces). It reports the options, the scope it reached,
+the evictions it saw (the engine's own counter, and its deletions), and the
+verdict; an engine failure ends the run without one. A violation is
 shrunk with ``drivers.shrink`` (the judge is its test), written to
 ``--out`` as a remote counterexample file (its format: ``FORMAT``; the ops
 are the op alphabet's trace lines) and followed by the explain and
@@ -21,11 +23,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from auxspec.drivers import redis_engine, shrink
+from auxspec.drivers import redis_engine, remote_engines, shrink
 from auxspec.drivers import report as report_text
 from auxspec.drivers.protocol import process_target
-from auxspec.drivers.redis_engine import Evictor
-from auxspec.drivers.remote import Report, Violation, judge_evicting, search
+from auxspec.drivers.remote import EngineFailure, Report, Violation, judge_evicting, search
+from auxspec.drivers.remote_engines import Engine, Evictor, judged_with, say_options
 from auxspec.engine import traces
 from auxspec.engine.ops import Trace
 from auxspec.engine.table import describe, kind_of
@@ -51,9 +53,11 @@ class Counterexample:
     rate: float
     observed: str  # what the store returned at the last call
     seen: tuple[Outcome, ...]  # the allowed outcomes the calls before it returned
+    engine: str = "redis"  # the engine verify ran against (files before the Mooncake engine: Redis)
+    options: tuple[str, ...] = ()  # the model options it was judged under (remote_engines.OPTIONS)
 
 
-def dumps(violation: Violation, target: str, rate: float) -> str:
+def dumps(violation: Violation, target: str, rate: float, engine: str = "redis", options: tuple[str, ...] = ()) -> str:
     trace = violation.trace
     header = {
         "format": FORMAT,
@@ -65,6 +69,8 @@ def dumps(violation: Violation, target: str, rate: float) -> str:
         "deletions": violation.deletions,
         "rate": rate,
         "observed": violation.observed,
+        "engine": engine,
+        "options": list(options),
     }
     lines = [json.dumps(header)]
     for number, op in enumerate(trace.ops):
@@ -108,10 +114,15 @@ def load(path: Path) -> Counterexample:
     rate = header.get("rate", redis_engine.RATE)
     if not (deletions is None or type(deletions) is int) or not isinstance(rate, (int, float)):
         raise TraceError(f"{where}: deletions must be an integer or null and rate a number")
+    engine, options = header.get("engine", "redis"), header.get("options", [])
+    if engine not in remote_engines.ENGINES:
+        raise TraceError(f"{where}: engine {engine!r}: one of {', '.join(remote_engines.ENGINES)}")
+    if not isinstance(options, list) or any(option not in remote_engines.OPTIONS for option in options):
+        raise TraceError(f"{where}: options must be a list of {', '.join(remote_engines.OPTIONS)}")
     trace = Trace("strict", header.get("max_bytes"), header.get("object_nbytes"), tuple(ops))
-    return Counterexample(
-        trace, str(header.get("target", "")), deletions, float(rate), str(header.get("observed", "")), tuple(seen)
-    )
+    observed = str(header.get("observed", ""))
+    target = str(header.get("target", ""))
+    return Counterexample(trace, target, deletions, float(rate), observed, tuple(seen), engine, tuple(options))
 
 
 # ---------------------------------------------------------------------- verify
@@ -129,32 +140,41 @@ class Options:
     seed: int | None
     out: Path
     verbose: bool
+    engine: str | None = None  # --engine; None: the one whose variable is set
 
 
-def engine(environ: Any = None) -> tuple[str, Any]:
-    """The server's URL and a client that answered.
+def connect_engine(name: str | None = None, environ: Any = None) -> Engine:
+    """The engine ``--engine`` names (or whose variable is set), answering.
 
-    raises: redis_engine.EngineUnavailable (one line: no URL, no client, no answer)"""
-    url = redis_engine.server_url(os.environ if environ is None else environ)
-    return url, redis_engine.connect(url)
+    raises: remote_engines.EngineUnavailable (one line: no variable, no client, no answer)"""
+    return remote_engines.connect(name, os.environ if environ is None else environ)
 
 
-def verify(options: Options, target: Target, client: Any, url: str, say: Any) -> tuple[int, dict[str, Any]]:
-    """Judge ``target`` on the server of ``client``; the exit code and the report."""
+def verify(options: Options, target: Target, engine: Engine, say: Any) -> tuple[int, dict[str, Any]]:
+    """Judge ``target`` on ``engine``; the exit code and the report."""
     seed = options.seed if options.seed is not None else random.randrange(2**32)
-    evictor = Evictor(client)
-    say(f"verifying {report_text.middle(target.label, 120)} against the remote spec (server {url})")
-    evicted_before = redis_engine.evicted_keys(client)
-    found = search(
-        target,
-        seed,
-        max_traces=options.max_traces or DEFAULT_TRACES,
-        max_seconds=options.max_time,
-        evictor=evictor,
-    )
-    evicted = redis_engine.evicted_keys(client) - evicted_before
-    report: dict[str, Any] = {"profile": remote.PROFILE, "target": target.label, "seed": seed, "server": url}
-    _say_scope(found, evicted, evictor, say)
+    evictor = engine.evictor()
+    say(f"verifying {report_text.middle(target.label, 120)} against the remote spec ({engine.name} {engine.address})")
+    say(f"model options: {say_options(engine.options)}")
+    evicted_before = engine.evicted()
+    with judged_with(engine.options):
+        found = search(
+            target,
+            seed,
+            max_traces=options.max_traces or DEFAULT_TRACES,
+            max_seconds=options.max_time,
+            evictor=evictor,
+        )
+    evicted = engine.evicted() - evicted_before
+    report: dict[str, Any] = {
+        "profile": remote.PROFILE,
+        "target": target.label,
+        "seed": seed,
+        "engine": engine.name,
+        "server": engine.address,
+        "options": list(engine.options),
+    }
+    _say_scope(found, evicted, engine, evictor, say)
     t = found.tally
     report["scope"] = {
         "traces": t.traces,
@@ -164,9 +184,16 @@ def verify(options: Options, target: Target, client: Any, url: str, say: Any) ->
         "puts_refused": t.puts_refused,
         "server_evicted": evicted,
         "deleted_between_calls": evictor.deleted,
+        "deletions_refused": evictor.refused,
         "seconds": round(found.seconds, 1),
         "ended_by": found.ended_by,
     }
+    if found.engine_failure is not None:
+        failure = found.engine_failure
+        say(report_text.clip(f"ENGINE FAILURE at trace {t.traces}, {failure}"))
+        say("no verdict: an engine failure is no outcome of the profile, and says nothing of the store")
+        report.update(result="engine failure", failure=str(failure))
+        return 2, report
     if found.violation is None:
         if found.vacuous:
             say("NOTHING JUDGED: no read returned an object, so no outcome said anything of the store")
@@ -178,10 +205,10 @@ def verify(options: Options, target: Target, client: Any, url: str, say: Any) ->
         )
         report["result"] = "conforms"
         return 0, report
-    return _diverged(options, target, found, evictor, say, report)
+    return _diverged(options, target, found, engine, evictor, say, report)
 
 
-def _say_scope(found: Report, evicted: int, evictor: Evictor, say: Any) -> None:
+def _say_scope(found: Report, evicted: int, engine: Engine, evictor: Evictor, say: Any) -> None:
     t = found.tally
     say(
         f"scope: seed {found.seed}, {t.traces} traces, {t.calls} calls in {found.seconds:.1f} s (ended by "
@@ -189,15 +216,23 @@ def _say_scope(found: Report, evicted: int, evictor: Evictor, say: Any) -> None:
         f"{t.puts_refused} puts were refused for room"
     )
     say(
-        f"evictions: the server evicted {evicted} keys for memory (INFO evicted_keys), verify deleted "
-        f"{evictor.deleted} of the stores' keys between calls"
+        f"evictions: the {engine.name} engine evicted {evicted} {engine.counter}, verify deleted "
+        f"{evictor.deleted} of the stores' objects between calls"
     )
+    if evictor.refusals():
+        say(evictor.refusals())
     if t.reads_of_gone == 0:
         say("scope NOT reached in this run: no read met an eviction")
 
 
 def _diverged(
-    options: Options, target: Target, found: Report, evictor: Evictor, say: Any, report: dict[str, Any]
+    options: Options,
+    target: Target,
+    found: Report,
+    engine: Engine,
+    evictor: Evictor,
+    say: Any,
+    report: dict[str, Any],
 ) -> tuple[int, dict[str, Any]]:
     violation = found.violation
     assert violation is not None
@@ -205,18 +240,23 @@ def _diverged(
     seed = violation.deletions
 
     def fails(trace: Trace) -> Violation | None:
-        return judge_evicting(trace, target, evictor, seed if seed is not None else 0)
+        try:
+            return judge_evicting(trace, target, evictor, seed if seed is not None else 0)
+        except EngineFailure:  # says nothing of the store: this candidate is not kept
+            return None
 
     def cut(trace: Trace, failure: Violation) -> Trace:
         return replace(trace, ops=trace.ops[: failure.index + 1])
 
-    shrunk = shrink.shrink_trace(violation.trace, violation, fails, cut)
+    with judged_with(engine.options):
+        shrunk = shrink.shrink_trace(violation.trace, violation, fails, cut)
     violation = shrunk.failure
     lines = [headline(violation, f"the remote search, seed {found.seed}, trace {found.tally.traces}")]
     lines += violation.render().split("\n")
     lines.append(f"shrunk from {before} to {len(violation.trace.ops)} ops ({shrunk.tries} tries, {shrunk.ended_by})")
     options.out.parent.mkdir(parents=True, exist_ok=True)
-    options.out.write_text(dumps(violation, target.label, evictor.rate), encoding="utf-8")
+    text = dumps(violation, target.label, evictor.rate, engine.name, engine.options)
+    options.out.write_text(text, encoding="utf-8")
     lines.append(f"written to {options.out}")
     lines += commands(options.target, options.exec_command, options.out)
     for line in lines if options.verbose else report_text.fit(lines, report_text.LINES - 4):
@@ -261,16 +301,32 @@ def load_target_of(target: str | None, exec_command: str | None, op_timeout: flo
     return load_target(target), None
 
 
-def replay(path: Path, target: Target, client: Any) -> tuple[int, list[str]]:
-    """Run the counterexample at ``path`` on ``target`` with its deletions: 1 and
-    the violation when it recurs, 0 when the target's outcomes are all allowed."""
+def engine_of(path: Path, environ: Any = None) -> Engine:
+    """The engine the counterexample at ``path`` was found on, connected.
+
+    raises: TraceError, remote_engines.EngineUnavailable"""
+    return connect_engine(load(path).engine, environ)
+
+
+def replay(path: Path, target: Target, engine: Engine) -> tuple[int, list[str]]:
+    """Run the counterexample at ``path`` on ``target`` with its deletions, on
+    ``engine`` and under its model options: 1 and the violation when it
+    recurs, 0 when the target's outcomes are all allowed, 2 when the engine failed.
+
+    raises: TraceError"""
     given = load(path)
-    evictor = Evictor(client, given.rate)
+    evictor = engine.evictor(given.rate)
     seed = given.deletions
     lines = [f"replaying the remote counterexample {path.name} on {target.label}"]
+    lines.append(f"(on {engine.name} {engine.address}; model options: {say_options(given.options)})")
     if seed is not None:
         lines.append(f"(with verify's deletions between calls, seed {seed})")
-    found = judge_evicting(given.trace, target, evictor if seed is not None else None, seed or 0)
+    try:
+        with judged_with(given.options):
+            found = judge_evicting(given.trace, target, evictor if seed is not None else None, seed or 0)
+    except EngineFailure as failure:
+        lines.append(f"ENGINE FAILURE: {failure}; no verdict")
+        return 2, lines
     if found is None:
         lines.append(f"{target.label}: every outcome was one the remote profile allows on this trace")
         return 0, lines
@@ -285,7 +341,9 @@ def explain(path: Path) -> list[str]:
     given = load(path)
     trace = given.trace
     lines = [f"{path.name}: a remote counterexample written by auxspec verify on {given.target}"]
-    state = remote.new(binding.as_size(trace.max_bytes), binding.as_size(trace.object_nbytes))
+    lines.append(f"engine: {given.engine}; model options: {say_options(given.options)}")
+    with judged_with(given.options):
+        state = remote.new(binding.as_size(trace.max_bytes), binding.as_size(trace.object_nbytes))
     if given.deletions is not None:
         lines.append(
             f"between calls verify deleted keys the store wrote, as an engine may (seed {given.deletions}, each key "

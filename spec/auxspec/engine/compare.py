@@ -28,6 +28,9 @@ from auxspec.models.sequential import Err, Kind, Ok, Outcome, State
 from auxspec.reference import binding
 from auxspec.reference.store import Snapshot, observe
 
+# The error kind an exception stands for in an operation, or None (binding.classify's signature).
+Classify = Callable[[str, BaseException], Kind | None]
+
 
 @dataclass(frozen=True)
 class Divergence:
@@ -166,20 +169,24 @@ class DivergenceFound(AssertionError):
     harnesses' finding, the Hypothesis machine's failure)."""
 
 
-def construct(factory: Callable[[Any, Any], Any], trace: Trace, errors: Errors = ()) -> tuple[Any, Outcome]:
+def construct(
+    factory: Callable[[Any, Any], Any], trace: Trace, errors: Errors = (), classify: Classify | None = None
+) -> tuple[Any, Outcome]:
     """Build the store ``trace`` starts from: the store (or None) and the outcome."""
     try:
         return factory(trace.max_bytes, trace.object_nbytes), Ok()
     except Exception as error:
-        kind = _kind("new", error, errors)
+        kind = _kind("new", error, errors, classify)
         if kind is None:
             raise
         return None, Err(kind)
 
 
-def apply(store: Any, op: Op, errors: Errors = ()) -> Outcome:
+def apply(store: Any, op: Op, errors: Errors = (), classify: Classify | None = None) -> Outcome:
     """Run ``op`` on ``store``; the outcome is the value or the error kind
-    (``errors``: a port's own exception classes and their kinds, tried first).
+    (``errors``: a port's own exception classes and their kinds, tried first;
+    then ``classify``, by default ``binding.classify``: a profile whose
+    documented errors are narrower passes its own).
 
     An exception that no kind stands for propagates, and so does an
     ``AssertionError`` for an error without a message: both are divergences
@@ -191,7 +198,7 @@ def apply(store: Any, op: Op, errors: Errors = ()) -> Outcome:
     except OddReturn:
         raise
     except Exception as error:
-        kind = _kind(op.name, error, errors)
+        kind = _kind(op.name, error, errors, classify)
         if kind is None:
             raise
         if not str(error):
@@ -199,11 +206,11 @@ def apply(store: Any, op: Op, errors: Errors = ()) -> Outcome:
         return Err(kind)
 
 
-def _kind(op: str, error: BaseException, errors: Errors) -> Kind | None:
+def _kind(op: str, error: BaseException, errors: Errors, classify: Classify | None = None) -> Kind | None:
     for cls, kind in errors:
         if isinstance(error, cls):
             return kind
-    return binding.classify(op, error)
+    return (classify or binding.classify)(op, error)
 
 
 def show(outcome: Outcome, snapshot: Snapshot | None) -> str:

@@ -37,6 +37,11 @@ The rules (docs/semantics.md, "The remote profile", gives each its source):
   remove it, and releasing a key never retained is not an error;
 - R5 invalid input fails as ``strict`` does, before any change; a closed
   store refuses every call but ``close`` (idempotent).
+- R6 ``key in store`` (``contains``) may answer False at any time, and the
+  key is then gone; True only while the key may still be stored;
+- R7 (the judge's, drivers.remote.classify) only the documented errors are
+  outcomes: ``MissingKeyError`` for reads, ``CapacityError`` for puts; an
+  engine failure is no outcome at all.
 
 One option, for engines that publish a batch key by key or chunk by chunk
 (Mooncake Store; vLLM's ``MooncakeBlockObjectStore`` splits a batch over

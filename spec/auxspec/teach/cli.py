@@ -196,13 +196,13 @@ def explain(args: argparse.Namespace) -> int:
 
 def _explain_remote(args: argparse.Namespace) -> int:
     """A remote counterexample: each call with what the remote profile allowed;
-    with --target or --exec, replayed on that store too (on AUXSTORE_REDIS_URL's server)."""
+    with --target or --exec, replayed on that store too (on the engine it was found on: its variables)."""
     stop = client = None
     try:
         lines = remote_command.explain(args.file)
         code = 0
         if args.target is not None or args.exec_command:
-            _, client = remote_command.engine()
+            client = remote_command.engine_of(args.file)
             target = None if args.target in (None, BUNDLED) else args.target
             loaded, stop = remote_command.load_target_of(target, args.exec_command, args.op_timeout)
             code, replayed = remote_command.replay(args.file, loaded, client)
