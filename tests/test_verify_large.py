@@ -23,6 +23,7 @@ import pytest
 
 from auxspec import cli
 from auxspec.drivers import verify
+from auxspec.engine import traces
 from auxspec.engine.ops import Get, Put, Trace
 from auxspec.engine.target import load_target
 from auxspec.generators import large
@@ -96,8 +97,11 @@ def test_each_planted_port_is_flagged_only_with_the_large_phase(
     assert phase["divergence"]["step"] == report["step"] > 0
     assert "--large-stores on" in phase["reproduce"] and "--seed 11" in phase["reproduce"]
     assert f"--large-bytes {large.FULL_BYTES}" in phase["reproduce"]
-    assert not out.exists()  # no vector of gigabytes
-    print(f"{port}: flagged in {elapsed:.1f} s at {phase['divergence']['call'][:60]}")
+    # Shrunk and written as any catch is, its payloads in parts: megabytes, not gigabytes.
+    assert report["found_by"].startswith("the large-store phase") and report["trace"] == str(out)
+    assert out.stat().st_size < traces.MAX_FILE and json.loads(out.read_text().split("\n")[0])["version"] == 3
+    shrunk = report["shrink"]
+    print(f"{port}: flagged in {elapsed:.1f} s at {phase['divergence']['call'][:60]}; shrunk {shrunk}")
 
 
 def test_off_skips_the_phase_and_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -149,3 +153,49 @@ def test_the_watchdog_makes_a_stuck_trace_the_ports_failure(
     assert run.divergence is not None and run.trace == "small"
     assert run.divergence.step == 1  # the second put, the one that hangs
     assert said in run.divergence.actual
+
+
+# A port whose reads of slots past 2^26 bytes wrap (as a 26-bit offset
+# would): the smallest large store (80 objects, past 2^25 and 2^26) catches it.
+WRAP26 = """
+from auxstore import BlockObjectStore as _Good
+
+WRAP = 1 << 26
+
+class BlockObjectStore(_Good):
+    def _parts(self, slots):
+        nbytes = self._object_nbytes
+        if len(self._chunks) > 1 or all((s + 1) * nbytes <= WRAP for s in slots):
+            return super()._parts(slots)
+        return [self._base[(s * nbytes) % WRAP : (s * nbytes) % WRAP + nbytes] for s in slots]
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_large_store_catch_is_shrunk_written_and_replayed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    port, out = tmp_path / "wrap26.py", tmp_path / "d.jsonl"
+    port.write_text(WRAP26)
+    smallest = str(large.MIN_CAPACITY * large.OBJECT_NBYTES)
+    argv = [str(port), "--max-time", "0", "--large-stores", "on", "--large-bytes", smallest, "--seed", "1"]
+    code, report = _report(capsys, [*argv, "--out", str(out)])
+    assert code == 1 and report["found_by"].startswith("the large-store phase"), report
+    assert report["shrink"]["to_ops"] < report["shrink"]["from_ops"]
+    assert report["shrink"]["tries"] <= verify.LARGE_TRIES
+    assert report.get("replays", True)
+    header = json.loads(out.read_text().split("\n")[0])
+    assert header["version"] == traces.COMPACT_VERSION
+    assert out.stat().st_size < 4 << 20  # tens of MB of payloads in a file of under 4 MB
+    written = traces.load(out)
+    assert written.trace.ops == report_ops(report)
+    assert cli.main(["reproduce", str(out), "--target", str(port)]) == 1
+    shown = capsys.readouterr().out
+    assert "first differs at offset" in shown and len(shown) < 20_000
+    assert cli.main(["explain", str(out), "--target", str(port)]) == 1
+    shown = capsys.readouterr().out
+    assert "1000003 B" in shown and len(shown) < 100_000  # payloads by length and first bytes, never whole
+
+
+def report_ops(report: dict[str, Any]) -> tuple[Any, ...]:
+    """The ops of a report's divergence, read back through the vector codec (compact payloads too)."""
+    expand = traces.Expander()
+    return tuple(traces.op_from_json(row["op"], "report", expand) for row in report["divergence"]["ops"])

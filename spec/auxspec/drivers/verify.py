@@ -418,8 +418,10 @@ def shrink_divergence(
     wanted = divergence.deviation
 
     def fails(trace: Trace) -> Divergence | None:
+        if not fits_protocol(trace, target):
+            return None  # a port process could not take its lines: no candidate
         try:
-            found = judge_long(trace, target) if is_deep(trace) else compare(trace, target)
+            found = judge(trace, target)
         except PortBroken:
             return None
         if found is None or found.deviation != wanted or (wanted is None and found.deviation in known):
@@ -451,6 +453,40 @@ def shrink_divergence(
         if precise is not None:
             return replace(shrunk, value=cut(shrunk.value, precise), failure=precise)
     return shrunk
+
+
+def judge(trace: Trace, target: Target) -> Divergence | None:
+    """The one compare of a counterexample and its shrink candidates: a deep
+    trace on the in-place spec (``judge_long``), a large store's as the
+    large-store phase judges it (``is_large``), any other precisely."""
+    if is_deep(trace):
+        return judge_long(trace, target)
+    if is_large(trace):
+        return compare(trace, target, every=len(trace.ops) + 1, replay=False)
+    return compare(trace, target)
+
+
+LARGE_STORE = 1 << 26  # a store of this many bytes or more is judged without a snapshot per op
+LARGE_TRIES = 40  # shrink candidates of a large-store catch: each replays a store of hundreds of MB
+LARGE_SECONDS = 180.0  # and the cap on them: at default size one takes a few seconds (a minute at 2.2 GB)
+
+
+def fits_protocol(trace: Trace, target: Target) -> bool:
+    """Whether a port process can take ``trace`` (always, in process): a
+    large store's shrink candidate joins calls, and a call whose objects (a
+    put's, or a get's answer) pass the protocol's line in hex would break
+    the port where the catch did not."""
+    if PYTHON in target.features or not is_large(trace) or type(trace.object_nbytes) is not int:
+        return True
+    most = (traces.MAX_LINE - (1 << 16)) // (2 * trace.object_nbytes)  # objects a line holds in hex
+    return all(sum(1 for _ in shrink.keys_of(op)) <= most for op in trace.ops)
+
+
+def is_large(trace: Trace) -> bool:
+    """Whether ``trace``'s store is one of the large-store phase's: judged
+    with the outcome of every op and the whole state at the end, no
+    snapshot per op (each would copy the store)."""
+    return type(trace.max_bytes) is int and trace.max_bytes >= LARGE_STORE
 
 
 LONG_TRACE = 2_000  # a trace longer than this (a deep one) is judged on the in-place spec, not the model
