@@ -701,12 +701,15 @@ def _environment(variables: dict[str, str]) -> Iterator[None]:
 
 def _limits(path: Path) -> dict[str, str]:
     """The variables that let reproduce and explain read the file at ``path``
-    when it is past their default limits (a deep vector of 100,000 calls):
-    its op count and its size, rounded up."""
+    when it is past their default limits (a deep vector of 100,000 calls, a
+    large store's): its op count, its size rounded up, its longest line and
+    the bytes its compact payloads make."""
     try:
         size = path.stat().st_size
+        lines = longest = 0
         with path.open("rb") as stream:
-            lines = sum(1 for _ in stream)
+            for line in stream:
+                lines, longest = lines + 1, max(longest, len(line))
     except OSError:
         return {}
     limits: dict[str, str] = {}
@@ -714,6 +717,8 @@ def _limits(path: Path) -> dict[str, str]:
         limits[traces.OPS_VARIABLE] = str(lines)
     if size > traces.MAX_FILE:
         limits[traces.FILE_VARIABLE] = str(size + (1 << 20))
+    if longest > traces.MAX_LINE:  # a large store's fill joined into one put: its payloads' parts
+        limits[traces.LINE_VARIABLE] = str(longest)
     if (expanded := traces.expanded_size(path)) > traces.MAX_EXPANDED:
         limits[traces.EXPANDED_VARIABLE] = str(expanded)
     return limits

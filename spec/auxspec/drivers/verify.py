@@ -49,7 +49,7 @@ from auxspec.engine.target import PortBroken, Target
 from auxspec.generators import exhaustive, guided, large
 from auxspec.generators.background import Scenario, background_scenario, scaled_background_scenario
 from auxspec.models import incremental
-from auxspec.models.sequential import Outcome, State
+from auxspec.models.sequential import Ok, Outcome, State
 
 # The scope the random phase is meant to reach, per dimension (issue 12):
 # what the scope report calls "not reached" when a run ends short of it.
@@ -444,7 +444,9 @@ def shrink_divergence(
         tries, seconds = min(tries, BROKEN_TRIES), min(seconds, BROKEN_SECONDS)
         shrunk = shrink.shrink_trace(full, again, breaks, cut, tries, seconds)
         return replace(shrunk, tries=shrunk.tries + 1)
-    shrunk = shrink.shrink_trace(full, divergence, fails, cut, tries, seconds)
+    shrunk = shrink.shrink_trace(
+        full, divergence, fails, cut, tries, seconds, None if is_large(full) else outcome_kinds
+    )
     if is_deep(full) and not is_deep(shrunk.value):
         # Judged on the in-place spec while it was deep; now small enough for
         # the model itself, op by op, so the report names the first op that
@@ -529,6 +531,12 @@ def expected_outcomes_of(trace: Trace) -> tuple[Outcome, ...]:
     if not isinstance(live, incremental.Live):
         return ()
     return tuple(step(cast(Any, live), op, incremental)[1] for op in trace.ops)
+
+
+def outcome_kinds(trace: Trace) -> tuple[object, ...]:
+    """The kind of the spec's outcome of each op of ``trace`` (ok, or the
+    error's kind): which calls the shrinker may join (``shrink._all_merged``)."""
+    return tuple("ok" if isinstance(outcome, Ok) else outcome.kind for outcome in expected_outcomes_of(trace))
 
 
 BROKEN_TRIES = 40  # candidates a crashed, hung or garbled port's trace may try, each in a process of its own
