@@ -253,15 +253,15 @@ def _bulk_cuts(
         return
     tried: list[tuple[Any, ...]] = []
     if outcomes is not None:
-        kinds = outcomes()
-        alike = _all_merged(ops, kinds)  # first: on a deep trace the clock may allow only a few tries
+        results = outcomes()
+        alike = _all_merged(ops, results)  # first: on a deep trace the clock may allow only a few tries
         if len(alike) < len(ops):
             tried.append(alike)
             yield alike
         # Then the calls that fail, one error kind at a time (a read that
         # misses between reads that hit): what is left joins further.
-        for kind in sorted({str(k) for k in kinds[:-1] if k != "ok"}):
-            kept = tuple(op for op, k in zip(ops[:-1], kinds, strict=False) if str(k) != kind)
+        for failed in sorted({str(r) for r in results[:-1] if r != "ok"}):
+            kept = tuple(op for op, r in zip(ops[:-1], results, strict=False) if str(r) != failed)
             if kept:
                 tried.append((*kept, ops[-1]))
                 yield (*kept, ops[-1])
