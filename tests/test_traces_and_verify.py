@@ -632,23 +632,23 @@ def test_compact_payloads_round_trip_and_stay_bounded(tmp_path: Path, monkeypatc
     that would make more than its expansion limit, and a protocol line
     (no expander) refuses parts altogether."""
     block = bytes(range(7, 250)) * 3
-    first, second = b"<a>" + (block * 20)[:9997], bytes(10_000)
-    trace = Trace("strict", 20_000, 10_000, (Put((("a", first), ("b", second)), (), ()), Get(("a", "b"))))
+    first, second = b"<a>" + (block * 100)[:69_997], bytes(70_000)
+    trace = Trace("strict", 140_000, 70_000, (Put((("a", first), ("b", second)), (), ()), Get(("a", "b"))))
     vector = traces.vector_from_trace(trace, "compact")
     text = traces.dumps(vector)
     assert json.loads(text.split("\n")[0])["version"] == traces.COMPACT_VERSION
-    assert len(text) < 8_000  # 20,000 bytes of payloads and 20,000 of the get's value, in parts
-    assert '{"repeat": "00", "bytes": 10000}' in text
+    assert len(text) < 8_000  # 140,000 bytes of payloads and 140,000 of the get's value, in parts
+    assert '{"repeat": "00", "bytes": 70000}' in text
     again = traces.loads(text)
     assert again.trace == trace and again.expected == vector.expected
     short = traces.vector_from_trace(replace(trace, ops=(Put((("a", b"\1" * 100),), (), ()),)), "short")
     assert json.loads(traces.dumps(short).split("\n")[0])["version"] == 1  # nothing long: written as before
-    bomb = text.replace('"bytes": 10000', '"bytes": 4000000000000')
+    bomb = text.replace('"bytes": 70000', '"bytes": 4000000000000')
     with pytest.raises(TraceError, match="AUXSPEC_MAX_EXPANDED_BYTES"):
         traces.loads(bomb)
-    monkeypatch.setenv(traces.EXPANDED_VARIABLE, "30000")
-    with pytest.raises(TraceError, match="more than 30000 bytes"):
-        traces.loads(text)  # 20,000 bytes of puts and 20,000 of the get's expectation
+    monkeypatch.setenv(traces.EXPANDED_VARIABLE, "200000")
+    with pytest.raises(TraceError, match="more than 200000 bytes"):
+        traces.loads(text)  # 140,000 bytes of puts and 140,000 of the get's expectation
     line = json.loads(text.split("\n")[1])
     with pytest.raises(TraceError, match="payload must be hex"):
         traces.op_from_json(line, "request")  # the --exec protocol: hex only

@@ -86,8 +86,10 @@ KEYS_VARIABLE = "AUXSPEC_MAX_HELD_KEYS"
 # A vector of the default large-store phase, unshrunk, makes about 700 MB.
 MAX_EXPANDED = 1 << 30
 EXPANDED_VARIABLE = "AUXSPEC_MAX_EXPANDED_BYTES"
-# A payload or ok value this long or longer is written in parts when that is shorter.
-COMPACT_FROM = 4096
+# A payload or ok value this long or longer is written in parts when that is
+# shorter: far above the bundled vectors' (objects of 8 KiB, values under
+# 40 KB), which stay hex for every reader; the large-store phase's are 1 MB.
+COMPACT_FROM = 1 << 16
 
 
 class TraceError(ValueError):
