@@ -76,7 +76,7 @@ def test_a_large_store_crosses_its_two_highest_powers_of_two() -> None:
 
 
 @large_memory
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)  # the phase, then the shrink's 40 candidates or 180 s, each filling the 2.2 GB store
 @pytest.mark.parametrize("port", ["wrap31", "chunk_run"])
 def test_each_planted_port_is_flagged_only_with_the_large_phase(
     port: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
@@ -94,7 +94,7 @@ def test_each_planted_port_is_flagged_only_with_the_large_phase(
     assert report["result"] == "diverges"
     phase = report["large_stores"]
     assert phase["ran"] is True
-    assert phase["divergence"]["step"] == report["step"] > 0
+    assert phase["divergence"]["step"] >= report["step"] == report["shrink"]["to_ops"] > 0  # found, then shrunk
     assert "--large-stores on" in phase["reproduce"] and "--seed 11" in phase["reproduce"]
     assert f"--large-bytes {large.FULL_BYTES}" in phase["reproduce"]
     # Shrunk and written as any catch is, its payloads in parts: megabytes, not gigabytes.
