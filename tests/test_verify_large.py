@@ -6,7 +6,8 @@ trace that hangs or grows without bound into the port's failure.
 
 Memory: the default large store (330 MB) peaks under 1 GB; each test marked
 ``large_memory`` builds a 2.2 GB store next to the spec's 2.2 GB of payloads,
-about 4.5 GB at its peak (docs/verifying-a-port.md): they run in the long
+about 4.5 GB at its peak, and a planted port's catch, shrunk on that store and
+replayed from its vector, 6.4-8.7 GB (docs/verifying-a-port.md): they run in the long
 tier (``make test-all``), one at a time (they are in one file, so xdist's
 loadfile keeps them on one worker).
 """
