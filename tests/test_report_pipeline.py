@@ -493,3 +493,40 @@ def test_a_deep_catch_is_shrunk_written_and_replayed(
     shrunk = verify.shrink_divergence(found, target)
     assert [type(op).__name__ for op in shrunk.value.ops] == ["Put", "Get", "Stats"], shrunk.value.ops
     assert len(shrunk.value.ops[1].keys) >= 2_048  # type: ignore[attr-defined]
+
+
+def test_the_shrinker_joins_only_calls_of_the_same_outcome() -> None:
+    """A hit counter's bug needs 300 hits; between the hits, reads of a key
+    never stored miss. A read that misses fails whole, so joined with the
+    hits it takes them with it: given the spec's outcomes, the whole-trace
+    join makes the hits one read and the misses another, in one try."""
+    from auxspec.engine.ops import Stats
+
+    ops: list[object] = [Put((("a", b"\1"),))]
+    for number in range(300):
+        ops += [Get(("a",)), *([Get(("gone",))] if number % 10 == 0 else [])]
+    trace = Trace("strict", 4, 1, (*ops, Stats()))  # type: ignore[arg-type]
+
+    def hits(candidate: Trace) -> int:
+        reads = [op for op in candidate.ops if isinstance(op, Get)]
+        return sum(len(op.keys) for op in reads if "gone" not in op.keys)  # type: ignore[arg-type]
+
+    class Failure:
+        def __init__(self, trace: Trace) -> None:
+            self.step = len(trace.ops) - 1
+
+    def fails(candidate: Trace) -> Failure | None:
+        ends = bool(candidate.ops) and isinstance(candidate.ops[-1], Stats)
+        return Failure(candidate) if hits(candidate) >= 300 and ends else None
+
+    def cut(candidate: Trace, failure: Failure) -> Trace:
+        return Trace(candidate.profile, candidate.max_bytes, candidate.object_nbytes, candidate.ops[: failure.step + 1])
+
+    def outcomes(candidate: Trace) -> tuple[object, ...]:
+        return tuple("missing" if isinstance(op, Get) and "gone" in op.keys else "ok" for op in candidate.ops)
+
+    blind = shrink.shrink_trace(trace, Failure(trace), fails, cut, tries=20)
+    assert len(blind.value.ops) > 20  # joining a miss with the hits fails: the budget goes on cuts
+    shrunk = shrink.shrink_trace(trace, Failure(trace), fails, cut, tries=20, outcomes=outcomes)
+    assert [type(op).__name__ for op in shrunk.value.ops] == ["Get", "Stats"], shrunk.value.ops
+    assert shrunk.value.ops[0] == Get(("a",) * 300), shrunk  # within the 20 tries

@@ -7,6 +7,7 @@ import random
 import shlex
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -226,7 +227,7 @@ HEADER = '{"format": "auxspec-trace", "version": 1, "profile": "strict", "max_by
         ("", 1, "empty file"),
         ("{not json", 1, "not JSON"),
         ('{"format": "other", "version": 1}', 1, "format"),
-        (HEADER.replace('"version": 1', '"version": 3'), 1, "version 3 is not supported"),
+        (HEADER.replace('"version": 1', '"version": 4'), 1, "version 4 is not supported"),
         (HEADER + '\n{"op": "len", "expect": {"ok": 0}}', 2, "needs format version 2"),
         (HEADER + '\n{"op": "get", "keys": [], "form": "set", "expect": {"ok": ""}}', 2, "form must be one of"),
         (HEADER + '\n{"op": "get", "keys": {"bad": "object"}, "expect": {"ok": ""}}', 2, "a bad value is"),
@@ -623,3 +624,31 @@ def test_decoded_buffers_fit_the_trace_format_and_the_protocol() -> None:
         for op in trace.ops:
             if isinstance(op, ReadInto) and isinstance(op.buffer, int):
                 assert 0 <= op.buffer <= traces.MAX_BUFFER
+
+
+def test_compact_payloads_round_trip_and_stay_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long payload is written as a head and a repeated block (format 3),
+    a get's value as the payloads it joins; a reader refuses a short line
+    that would make more than its expansion limit, and a protocol line
+    (no expander) refuses parts altogether."""
+    block = bytes(range(7, 250)) * 3
+    first, second = b"<a>" + (block * 100)[:69_997], bytes(70_000)
+    trace = Trace("strict", 140_000, 70_000, (Put((("a", first), ("b", second)), (), ()), Get(("a", "b"))))
+    vector = traces.vector_from_trace(trace, "compact")
+    text = traces.dumps(vector)
+    assert json.loads(text.split("\n")[0])["version"] == traces.COMPACT_VERSION
+    assert len(text) < 8_000  # 140,000 bytes of payloads and 140,000 of the get's value, in parts
+    assert '{"repeat": "00", "bytes": 70000}' in text
+    again = traces.loads(text)
+    assert again.trace == trace and again.expected == vector.expected
+    short = traces.vector_from_trace(replace(trace, ops=(Put((("a", b"\1" * 100),), (), ()),)), "short")
+    assert json.loads(traces.dumps(short).split("\n")[0])["version"] == 1  # nothing long: written as before
+    bomb = text.replace('"bytes": 70000', '"bytes": 4000000000000')
+    with pytest.raises(TraceError, match="AUXSPEC_MAX_EXPANDED_BYTES"):
+        traces.loads(bomb)
+    monkeypatch.setenv(traces.EXPANDED_VARIABLE, "200000")
+    with pytest.raises(TraceError, match="more than 200000 bytes"):
+        traces.loads(text)  # 140,000 bytes of puts and 140,000 of the get's expectation
+    line = json.loads(text.split("\n")[1])
+    with pytest.raises(TraceError, match="payload must be hex"):
+        traces.op_from_json(line, "request")  # the --exec protocol: hex only

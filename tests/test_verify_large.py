@@ -6,7 +6,8 @@ trace that hangs or grows without bound into the port's failure.
 
 Memory: the default large store (330 MB) peaks under 1 GB; each test marked
 ``large_memory`` builds a 2.2 GB store next to the spec's 2.2 GB of payloads,
-about 4.5 GB at its peak (docs/verifying-a-port.md): they run in the long
+about 4.5 GB at its peak, and a planted port's catch, shrunk on that store and
+replayed from its vector, 6.4-8.7 GB (docs/verifying-a-port.md): they run in the long
 tier (``make test-all``), one at a time (they are in one file, so xdist's
 loadfile keeps them on one worker).
 """
@@ -23,6 +24,7 @@ import pytest
 
 from auxspec import cli
 from auxspec.drivers import verify
+from auxspec.engine import traces
 from auxspec.engine.ops import Get, Put, Trace
 from auxspec.engine.target import load_target
 from auxspec.generators import large
@@ -75,7 +77,7 @@ def test_a_large_store_crosses_its_two_highest_powers_of_two() -> None:
 
 
 @large_memory
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)  # the phase, then the shrink's 40 candidates or 180 s, each filling the 2.2 GB store
 @pytest.mark.parametrize("port", ["wrap31", "chunk_run"])
 def test_each_planted_port_is_flagged_only_with_the_large_phase(
     port: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
@@ -93,11 +95,14 @@ def test_each_planted_port_is_flagged_only_with_the_large_phase(
     assert report["result"] == "diverges"
     phase = report["large_stores"]
     assert phase["ran"] is True
-    assert phase["divergence"]["step"] == report["step"] > 0
+    assert phase["divergence"]["step"] >= report["step"] == report["shrink"]["to_ops"] > 0  # found, then shrunk
     assert "--large-stores on" in phase["reproduce"] and "--seed 11" in phase["reproduce"]
     assert f"--large-bytes {large.FULL_BYTES}" in phase["reproduce"]
-    assert not out.exists()  # no vector of gigabytes
-    print(f"{port}: flagged in {elapsed:.1f} s at {phase['divergence']['call'][:60]}")
+    # Shrunk and written as any catch is, its payloads in parts: megabytes, not gigabytes.
+    assert report["found_by"].startswith("the large-store phase") and report["trace"] == str(out)
+    assert out.stat().st_size < traces.MAX_FILE and json.loads(out.read_text().split("\n")[0])["version"] == 3
+    shrunk = report["shrink"]
+    print(f"{port}: flagged in {elapsed:.1f} s at {phase['divergence']['call'][:60]}; shrunk {shrunk}")
 
 
 def test_off_skips_the_phase_and_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -149,3 +154,49 @@ def test_the_watchdog_makes_a_stuck_trace_the_ports_failure(
     assert run.divergence is not None and run.trace == "small"
     assert run.divergence.step == 1  # the second put, the one that hangs
     assert said in run.divergence.actual
+
+
+# A port whose reads of slots past 2^26 bytes wrap (as a 26-bit offset
+# would): the smallest large store (80 objects, past 2^25 and 2^26) catches it.
+WRAP26 = """
+from auxstore import BlockObjectStore as _Good
+
+WRAP = 1 << 26
+
+class BlockObjectStore(_Good):
+    def _parts(self, slots):
+        nbytes = self._object_nbytes
+        if len(self._chunks) > 1 or all((s + 1) * nbytes <= WRAP for s in slots):
+            return super()._parts(slots)
+        return [self._base[(s * nbytes) % WRAP : (s * nbytes) % WRAP + nbytes] for s in slots]
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_large_store_catch_is_shrunk_written_and_replayed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    port, out = tmp_path / "wrap26.py", tmp_path / "d.jsonl"
+    port.write_text(WRAP26)
+    smallest = str(large.MIN_CAPACITY * large.OBJECT_NBYTES)
+    argv = [str(port), "--max-time", "0", "--large-stores", "on", "--large-bytes", smallest, "--seed", "1"]
+    code, report = _report(capsys, [*argv, "--out", str(out)])
+    assert code == 1 and report["found_by"].startswith("the large-store phase"), report
+    assert report["shrink"]["to_ops"] < report["shrink"]["from_ops"]
+    assert report["shrink"]["tries"] <= verify.LARGE_TRIES
+    assert report.get("replays", True)
+    header = json.loads(out.read_text().split("\n")[0])
+    assert header["version"] == traces.COMPACT_VERSION
+    assert out.stat().st_size < 4 << 20  # tens of MB of payloads in a file of under 4 MB
+    written = traces.load(out)
+    assert written.trace.ops == report_ops(report)
+    assert cli.main(["reproduce", str(out), "--target", str(port)]) == 1
+    shown = capsys.readouterr().out
+    assert "first differs at offset" in shown and len(shown) < 20_000
+    assert cli.main(["explain", str(out), "--target", str(port)]) == 1
+    shown = capsys.readouterr().out
+    assert "1000003 B" in shown and len(shown) < 100_000  # payloads by length and first bytes, never whole
+
+
+def report_ops(report: dict[str, Any]) -> tuple[Any, ...]:
+    """The ops of a report's divergence, read back through the vector codec (compact payloads too)."""
+    expand = traces.Expander()
+    return tuple(traces.op_from_json(row["op"], "report", expand) for row in report["divergence"]["ops"])

@@ -31,7 +31,7 @@ from auxspec.drivers.protocol import ProtocolError, main_serve, parse_command, p
 from auxspec.drivers.remote_engines import EngineUnavailable as RemoteEngineUnavailable
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
-from auxspec.engine.compare import Divergence, compare, show
+from auxspec.engine.compare import Divergence, show
 from auxspec.engine.deviations import DEVIATIONS
 from auxspec.engine.expect import expected_new, expected_outcomes
 from auxspec.engine.ops import Trace
@@ -606,19 +606,15 @@ def _large_stores(
     again += ["--exec", args.exec_command] if args.exec_command else [args.target] if args.target else []
     again += ["--profile", args.profile, "--large-stores", "on", "--large-bytes", str(where.max_bytes)]
     again += ["--max-time", "0", "--seed", str(seed)]
-    say(report_text.headline(divergence, f"the large-store phase, trace {run.trace}"))
-    say(divergence.render(last=4))
-    for line in report_text.wrapped(f"seed {seed}; reproduce:", report_text.command(again)):
-        say(line)
-    say(
-        f"no vector written ({args.out} is left as it was): the trace's puts carry about "
-        f"{where.max_bytes / 1e9:.1f} GB of payloads; the seed rebuilds it"
-    )
+    # The seed rebuilds the whole trace; the shrunk vector (compact payloads,
+    # docs/protocol.md) is what the report and --out hold.
     record.update(trace=run.trace, reproduce=" ".join(report_text.command(again)), divergence=divergence.summary_json())
     if divergence.deviation:
         record["deviation"] = divergence.deviation
-    report.update(result="diverges", step=divergence.step + 1)
-    return _finish(args, report, 1, say)
+    phase = f"the large-store phase, trace {run.trace}"
+    return _diverged(
+        args, report, divergence, say, phase, target, known, "large-store", verify.LARGE_TRIES, verify.LARGE_SECONDS
+    )
 
 
 def _depth(
@@ -727,12 +723,15 @@ def _environment(variables: dict[str, str]) -> Iterator[None]:
 
 def _limits(path: Path) -> dict[str, str]:
     """The variables that let reproduce and explain read the file at ``path``
-    when it is past their default limits (a deep vector of 100,000 calls):
-    its op count and its size, rounded up."""
+    when it is past their default limits (a deep vector of 100,000 calls, a
+    large store's): its op count, its size rounded up, its longest line and
+    the bytes its compact payloads make."""
     try:
         size = path.stat().st_size
+        lines = longest = 0
         with path.open("rb") as stream:
-            lines = sum(1 for _ in stream)
+            for line in stream:
+                lines, longest = lines + 1, max(longest, len(line))
     except OSError:
         return {}
     limits: dict[str, str] = {}
@@ -740,6 +739,10 @@ def _limits(path: Path) -> dict[str, str]:
         limits[traces.OPS_VARIABLE] = str(lines)
     if size > traces.MAX_FILE:
         limits[traces.FILE_VARIABLE] = str(size + (1 << 20))
+    if longest > traces.MAX_LINE:  # a large store's fill joined into one put: its payloads' parts
+        limits[traces.LINE_VARIABLE] = str(longest)
+    if (expanded := traces.expanded_size(path)) > traces.MAX_EXPANDED:
+        limits[traces.EXPANDED_VARIABLE] = str(expanded)
     return limits
 
 
@@ -757,13 +760,16 @@ def _diverged(
     target: Target,
     known: frozenset[str] = frozenset(),
     name: str = "divergence",
+    tries: int = shrink.TRIES,
+    seconds: float = shrink.SECONDS,
 ) -> int:
     """The one report of a sequential counterexample, whatever phase found
-    it: shrunk, headed by the op that differs, written to --out as a
-    vector, with the explain and reproduce commands."""
+    it: shrunk (within ``tries`` candidates and ``seconds``), headed by the
+    op that differs, written to --out as a vector, with the explain and
+    reproduce commands."""
     before = divergence.length
     fresh = _fresh_port(args)
-    shrunk = verify.shrink_divergence(divergence, target, known, fresh=fresh)
+    shrunk = verify.shrink_divergence(divergence, target, known, tries, seconds, fresh=fresh)
     divergence = shrunk.failure
     report["shrink"] = {
         "from_ops": before,
@@ -840,8 +846,9 @@ def _commands(args: argparse.Namespace, path: Path) -> list[str]:
 
 
 def _compare(trace: Trace, target: Target) -> Divergence | None:
-    """The one compare, a deep trace on the in-place spec (``verify.judge_long``)."""
-    return verify.judge_long(trace, target) if verify.is_deep(trace) else compare(trace, target)
+    """The one compare (``verify.judge``): a deep trace on the in-place
+    spec, a large store's without a snapshot per op."""
+    return verify.judge(trace, target)
 
 
 def _say_block(args: argparse.Namespace, say: Any, lines: list[str]) -> None:

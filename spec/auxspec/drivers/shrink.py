@@ -207,23 +207,29 @@ def _op_merges(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
             yield (*ops[:index], one, *ops[index + 2 :])
 
 
-def _all_merged(ops: tuple[Any, ...]) -> tuple[Any, ...]:
+def _all_merged(ops: tuple[Any, ...], outcomes: tuple[object, ...] | None = None) -> tuple[Any, ...]:
     """Every run of neighbouring ops of a kind made one op (lists up to
     ``MERGED_MOST``), the last op kept as it is: where the spec makes the
     calls equivalent (many touches of one key as one read that repeats it,
     many pins as one retain list, single-key puts as one batch), a deep
-    trace loses thousands of calls in one candidate."""
+    trace loses thousands of calls in one candidate. Given ``outcomes`` (the
+    kind of the spec's outcome of each op: ok, or the error's kind), only
+    ops of the same outcome are joined: a read that misses fails whole, so
+    joined with reads that hit it would take their hits with it."""
     if len(ops) < 3:
         return ops
     out: list[Any] = []
-    for op in ops[:-1]:
+    group: object = None  # the outcome of the ops joined into out[-1]
+    for index, op in enumerate(ops[:-1]):
         one = None
-        if out and not isinstance(op, Release) and not isinstance(out[-1], Release):
+        same = outcomes is None or (index < len(outcomes) and outcomes[index] == group)
+        if out and same and not isinstance(op, Release) and not isinstance(out[-1], Release):
             one = merged(out[-1], op, MERGED_MOST)
         if one is not None:
             out[-1] = one
         else:
             out.append(op)
+            group = outcomes[index] if outcomes is not None and index < len(outcomes) else None
     return (*out, ops[-1])
 
 
@@ -234,15 +240,33 @@ def _does_nothing(op: Any) -> bool:
     return all(not getattr(op, f.name) for f in kind_of(op).fields if isinstance(f.kind, (Keys, Batch)))
 
 
-def _bulk_cuts(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
+def _bulk_cuts(
+    ops: tuple[Any, ...], outcomes: Callable[[], tuple[object, ...]] | None = None
+) -> Iterator[tuple[Any, ...]]:
     """Whole classes of ops at once, the last op kept: every run of ops of a
-    kind merged into one, the puts that do nothing left out, then every op
-    of one kind (all the stats() calls, all the reads, ...). One candidate
-    each, so a trace of 100,000 calls shrinks in a few tries."""
+    kind merged into one (given ``outcomes``: of the same outcome first, and
+    every call that fails with one error kind left out), the puts that do
+    nothing left out, then every op of one kind (all the stats() calls, all
+    the reads, ...). One candidate each, so a trace of
+    100,000 calls shrinks in a few tries."""
     if len(ops) < 3:
         return
-    together = _all_merged(ops)  # first: on a deep trace the clock may allow only a few tries
-    if len(together) < len(ops):
+    tried: list[tuple[Any, ...]] = []
+    if outcomes is not None:
+        results = outcomes()
+        alike = _all_merged(ops, results)  # first: on a deep trace the clock may allow only a few tries
+        if len(alike) < len(ops):
+            tried.append(alike)
+            yield alike
+        # Then the calls that fail, one error kind at a time (a read that
+        # misses between reads that hit): what is left joins further.
+        for failed in sorted({str(r) for r in results[:-1] if r != "ok"}):
+            kept = tuple(op for op, r in zip(ops[:-1], results, strict=False) if str(r) != failed)
+            if kept:
+                tried.append((*kept, ops[-1]))
+                yield (*kept, ops[-1])
+    together = _all_merged(ops)
+    if len(together) < len(ops) and together not in tried:
         yield together
     body, last = ops[:-1], ops[-1]
     kept = tuple(op for op in body if not _does_nothing(op))
@@ -282,15 +306,19 @@ def shrink_trace(
     cut: Callable[[Trace, Any], Trace],
     tries: int = TRIES,
     seconds: float = SECONDS,
+    outcomes: Callable[[Trace], tuple[object, ...]] | None = None,
 ) -> Shrunk[Trace]:
     """The smallest trace found that still fails. ``fails(trace)`` is its
     failure or None; ``cut(trace, failure)`` drops the ops after the one
-    that failed (a failure names its op)."""
+    that failed (a failure names its op). ``outcomes(trace)``: the kind of
+    the spec's outcome of each op, so that joined calls are calls of the
+    same outcome (``_all_merged``)."""
     search: _Search[Trace] = _Search(fails, tries, seconds)
     best = cut(trace, failure)
 
     def candidates(now: Trace) -> Iterator[Trace]:
-        for ops in _bulk_cuts(now.ops):
+        kinds = None if outcomes is None else (lambda: outcomes(now))
+        for ops in _bulk_cuts(now.ops, kinds):
             yield replace(now, ops=ops)
         for ops in _cuts(now.ops):
             yield replace(now, ops=ops)

@@ -49,7 +49,7 @@ from auxspec.engine.target import PortBroken, Target
 from auxspec.generators import exhaustive, guided, large
 from auxspec.generators.background import Scenario, background_scenario, scaled_background_scenario
 from auxspec.models import incremental
-from auxspec.models.sequential import Outcome, State
+from auxspec.models.sequential import Ok, Outcome, State
 
 # The scope the random phase is meant to reach, per dimension (issue 12):
 # what the scope report calls "not reached" when a run ends short of it.
@@ -418,8 +418,10 @@ def shrink_divergence(
     wanted = divergence.deviation
 
     def fails(trace: Trace) -> Divergence | None:
+        if not fits_protocol(trace, target):
+            return None  # a port process could not take its lines: no candidate
         try:
-            found = judge_long(trace, target) if is_deep(trace) else compare(trace, target)
+            found = judge(trace, target)
         except PortBroken:
             return None
         if found is None or found.deviation != wanted or (wanted is None and found.deviation in known):
@@ -442,7 +444,9 @@ def shrink_divergence(
         tries, seconds = min(tries, BROKEN_TRIES), min(seconds, BROKEN_SECONDS)
         shrunk = shrink.shrink_trace(full, again, breaks, cut, tries, seconds)
         return replace(shrunk, tries=shrunk.tries + 1)
-    shrunk = shrink.shrink_trace(full, divergence, fails, cut, tries, seconds)
+    shrunk = shrink.shrink_trace(
+        full, divergence, fails, cut, tries, seconds, None if is_large(full) else outcome_kinds
+    )
     if is_deep(full) and not is_deep(shrunk.value):
         # Judged on the in-place spec while it was deep; now small enough for
         # the model itself, op by op, so the report names the first op that
@@ -451,6 +455,40 @@ def shrink_divergence(
         if precise is not None:
             return replace(shrunk, value=cut(shrunk.value, precise), failure=precise)
     return shrunk
+
+
+def judge(trace: Trace, target: Target) -> Divergence | None:
+    """The one compare of a counterexample and its shrink candidates: a deep
+    trace on the in-place spec (``judge_long``), a large store's as the
+    large-store phase judges it (``is_large``), any other precisely."""
+    if is_deep(trace):
+        return judge_long(trace, target)
+    if is_large(trace):
+        return compare(trace, target, every=len(trace.ops) + 1, replay=False)
+    return compare(trace, target)
+
+
+LARGE_STORE = 1 << 26  # a store of this many bytes or more is judged without a snapshot per op
+LARGE_TRIES = 40  # shrink candidates of a large-store catch: each replays a store of hundreds of MB
+LARGE_SECONDS = 180.0  # and the cap on them: at default size one takes a few seconds (a minute at 2.2 GB)
+
+
+def fits_protocol(trace: Trace, target: Target) -> bool:
+    """Whether a port process can take ``trace`` (always, in process): a
+    large store's shrink candidate joins calls, and a call whose objects (a
+    put's, or a get's answer) pass the protocol's line in hex would break
+    the port where the catch did not."""
+    if PYTHON in target.features or not is_large(trace) or type(trace.object_nbytes) is not int:
+        return True
+    most = (traces.MAX_LINE - (1 << 16)) // (2 * trace.object_nbytes)  # objects a line holds in hex
+    return all(sum(1 for _ in shrink.keys_of(op)) <= most for op in trace.ops)
+
+
+def is_large(trace: Trace) -> bool:
+    """Whether ``trace``'s store is one of the large-store phase's: judged
+    with the outcome of every op and the whole state at the end, no
+    snapshot per op (each would copy the store)."""
+    return type(trace.max_bytes) is int and trace.max_bytes >= LARGE_STORE
 
 
 LONG_TRACE = 2_000  # a trace longer than this (a deep one) is judged on the in-place spec, not the model
@@ -493,6 +531,12 @@ def expected_outcomes_of(trace: Trace) -> tuple[Outcome, ...]:
     if not isinstance(live, incremental.Live):
         return ()
     return tuple(step(cast(Any, live), op, incremental)[1] for op in trace.ops)
+
+
+def outcome_kinds(trace: Trace) -> tuple[object, ...]:
+    """The kind of the spec's outcome of each op of ``trace`` (ok, or the
+    error's kind): which calls the shrinker may join (``shrink._all_merged``)."""
+    return tuple("ok" if isinstance(outcome, Ok) else outcome.kind for outcome in expected_outcomes_of(trace))
 
 
 BROKEN_TRIES = 40  # candidates a crashed, hung or garbled port's trace may try, each in a process of its own

@@ -113,7 +113,9 @@ class Divergence:
     def as_json(self) -> dict[str, Any]:
         """The divergence with structured values (JSON types, no repr
         strings); ``step`` is 1-based as in the text (0: building the store).
-        ``spec/auxspec/schemas/verify-report.schema.json`` describes it."""
+        ``spec/auxspec/schemas/verify-report.schema.json`` describes it.
+        Long payloads and values are in parts, as a vector file holds them."""
+        compact = traces.Compact(self.trace.ops[: self.step + 1])
         body: dict[str, Any] = {
             "step": self.step + 1,
             "steps": self.length,
@@ -123,11 +125,11 @@ class Divergence:
                 "profile": self.trace.profile,
             },
             "ops": [
-                {"step": number, "call": describe(op), "op": traces.op_to_json(op)}
+                {"step": number, "call": describe(op), "op": traces.op_to_json(op, compact)}
                 for number, op in enumerate(self.trace.ops[: self.step + 1], start=1)
             ],
-            "expected": _side_json(self.want, self.want_snapshot, self.expected, self.compared),
-            "actual": _side_json(self.got, self.got_snapshot, self.actual, self.compared),
+            "expected": _side_json(self.want, self.want_snapshot, self.expected, self.compared, compact),
+            "actual": _side_json(self.got, self.got_snapshot, self.actual, self.compared, compact),
             "differs": [row.name for row in _rows(self) if row.differs] if self.compared else ["outcome"],
         }
         if self.compared:
@@ -377,13 +379,15 @@ def _json_scalar(value: Any) -> Any:
     return {"type": type(value).__name__}
 
 
-def _side_json(outcome: Outcome | None, snapshot: Snapshot | None, text: str, compared: bool) -> dict[str, Any]:
+def _side_json(
+    outcome: Outcome | None, snapshot: Snapshot | None, text: str, compared: bool, compact: traces.Compact | None = None
+) -> dict[str, Any]:
     """One side of a divergence: the outcome (as in a vector file) and the
     state; where the difference is not one of values (an exception of no
     kind, a broken port or invariant, an odd return), what happened in words."""
     if outcome is None:
         return {"outcome": None, "text": text}
-    side: dict[str, Any] = {"outcome": traces.outcome_to_json(outcome)}
+    side: dict[str, Any] = {"outcome": traces.outcome_to_json(outcome, compact)}
     if not compared:
         side["text"] = text
     if snapshot is not None:

@@ -4,7 +4,10 @@ expected outcome. The same files are the conformance vectors.
 Format 2 added the observations (``flush``, ``len``, ``contains``,
 ``stats``, ``enter``, ``exit``), the ``form`` of an op and ``{"bad": ...}``
 shapes; a file that needs none of them is written as format 1, so readers
-of format 1 keep reading it."""
+of format 1 keep reading it. Format 3 added compact payloads (``Compact``,
+``Expander``): a long payload or ``ok`` value written as parts, one of them a
+pattern repeated, so a vector of the large-store phase (330 MB of payloads)
+is a file of a few MB; a file that has none is written as before."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import io
 import itertools
 import json
 import os
+import re
 import stat
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
@@ -42,7 +46,8 @@ from auxspec.models.sequential import PROFILES, Err, Kind, Ok, Outcome
 
 FORMAT = "auxspec-trace"
 VERSION = 2  # 2 added the observations, forms and Bad shapes; a file that needs none of them is written as 1
-VERSIONS = (1, 2)
+COMPACT_VERSION = 3  # 3 added compact payloads: only a file that holds one is written as 3
+VERSIONS = (1, 2, 3)
 # The largest read_into buffer a trace or a protocol request may ask for: far
 # more than any trace reads (64 keys of 16 KiB), and a reader (auxspec serve)
 # allocates it, so a line cannot make it allocate gigabytes.
@@ -75,6 +80,16 @@ OPS_VARIABLE = "AUXSPEC_MAX_OPS"
 # 2,000,000 and peak at 575 MB. A batch of 600,000 keys read once holds 1.2 million.
 MAX_HELD_KEYS = 2_000_000
 KEYS_VARIABLE = "AUXSPEC_MAX_HELD_KEYS"
+# The most bytes a reader makes from one file's compact payloads (a part
+# {"repeat": hex, "bytes": N} is N bytes from a short line): counted as they
+# are made, a payload seen again in the same file is shared, not made again.
+# A vector of the default large-store phase, unshrunk, makes about 700 MB.
+MAX_EXPANDED = 1 << 30
+EXPANDED_VARIABLE = "AUXSPEC_MAX_EXPANDED_BYTES"
+# A payload or ok value this long or longer is written in parts when that is
+# shorter: far above the bundled vectors' (objects of 8 KiB, values under
+# 40 KB), which stay hex for every reader; the large-store phase's are 1 MB.
+COMPACT_FROM = 1 << 16
 
 
 class TraceError(ValueError):
@@ -92,12 +107,187 @@ def version_of(trace: Trace) -> int:
 
 
 # ------------------------------------------------------------- op lines
+# ------------------------------------------------------------- compact payloads
+#
+# A payload or ok value in a file (not in a protocol line) may be written as
+# an array of parts, each a hex string or {"repeat": hex, "bytes": N} (the
+# pattern's bytes over and over, cut at N bytes); the value is the parts one
+# after another. Only format 3 files hold them.
+
+
+def periodic_parts(data: bytes) -> list[Any] | None:
+    """``data`` as a head of at most ``_HEAD`` bytes then one block repeated
+    (at most a quarter of it), as parts; None when it is not so."""
+    for head in range(min(_HEAD, len(data)) + 1):
+        probe = data[head : head + 32]
+        period = data.find(probe, head + 1) - head
+        if len(probe) < 32 or period <= 0 or 4 * period > len(data) - head:
+            continue
+        if data[head + period :] == data[head : len(data) - period]:
+            rest = {"repeat": data[head : head + period].hex(), "bytes": len(data) - head}
+            return [data[:head].hex(), rest] if head else [rest]
+    return None
+
+
+_HEAD = 32  # the longest head before a repeated block that periodic_parts looks for
+_INDEXED = 16  # a known payload is looked for by its first bytes
+
+
+class Compact:
+    """Writes long values in parts: the trace's patterned payloads found
+    where an ok value repeats them (a get joins the payloads it reads), runs
+    of one byte as a repeat, anything else in hex. ``used`` says whether a
+    part was written (the file is then format 3)."""
+
+    def __init__(self, ops: tuple[Op, ...]) -> None:
+        self.known: dict[bytes, list[bytes]] = {}  # periodic payloads by their first bytes
+        self.periodic: dict[int, tuple[bytes, list[Any]]] = {}  # by id: the payload (kept alive) and its parts
+        for op in ops:
+            for f in kind_of(op).fields:
+                value = getattr(op, f.name)
+                if isinstance(f.kind, Batch) and isinstance(value, tuple):
+                    for obj in value:
+                        data = obj[1] if isinstance(obj, tuple) else None
+                        if data is None or len(data) < COMPACT_FROM or id(data) in self.periodic:
+                            continue
+                        parts = periodic_parts(data)
+                        if parts is not None:
+                            self.periodic[id(data)] = data, parts
+                            self.known.setdefault(data[:_INDEXED], []).append(data)
+        self.used = False
+
+    def value(self, data: bytes) -> Any:
+        """``data`` as a file holds it: hex, or parts when they are shorter."""
+        if len(data) < COMPACT_FROM:
+            return data.hex()
+        known = self.periodic.get(id(data))
+        parts = known[1] if known is not None and known[0] is data else self._parts(data)
+        if sum(len(p) if isinstance(p, str) else len(p["repeat"]) + 20 for p in parts) >= 2 * len(data):
+            return data.hex()
+        self.used = True
+        return parts
+
+    def _parts(self, data: bytes) -> list[Any]:
+        parts: list[Any] = []
+        literal = at = 0
+        view = memoryview(data)
+
+        def flush(end: int) -> None:
+            if end > literal:
+                parts.append(data[literal:end].hex())
+
+        while at < len(data):
+            if at - literal > COMPACT_FROM * 16:  # no known payload for a long way: the rest in hex
+                break
+            candidates = self.known.get(bytes(view[at : at + _INDEXED]), ())
+            found = next((p for p in candidates if data.startswith(p, at)), None)
+            one = data[at : at + 1]
+            run = 0
+            if found is None and view[at : at + 256] == one * 256:
+                run = len(data) - at - len(data[at:].lstrip(one))
+            if found is not None or run >= 256:
+                flush(at)
+                if found is not None:
+                    parts.extend(self.periodic[id(found)][1])
+                    at += len(found)
+                else:
+                    parts.append({"repeat": data[at : at + 1].hex(), "bytes": run})
+                    at += run
+                literal = at
+            else:
+                at += 1
+        flush(len(data))
+        return parts
+
+
+class Expander:
+    """Reads compact values, within ``expanded_limit()`` bytes made in all
+    for one file; a value seen again is the same bytes object, not made again."""
+
+    def __init__(self) -> None:
+        self.left = expanded_limit()
+        self.made: dict[str, bytes] = {}
+
+    def value(self, parts: list[Any], where: str) -> bytes:
+        text = json.dumps(parts)
+        known = self.made.get(text)
+        if known is not None:
+            return known
+        pieces: list[bytes] = []
+        for part in parts:
+            if isinstance(part, str):
+                pieces.append(_hex(part, where))
+                continue
+            _want(
+                isinstance(part, dict) and set(part) == {"repeat", "bytes"} and isinstance(part["repeat"], str),
+                where,
+                'a part is hex or {"repeat": hex, "bytes": N}',
+            )
+            pattern, count = _hex(part["repeat"], where), part["bytes"]
+            fills = type(count) is int and count >= 0 and (len(pattern) > 0 or count == 0)
+            _want(fills, where, "bytes is a count of bytes, and a pattern is not empty")
+            if count > self.left:
+                raise TraceError(
+                    f"{where}: the file's compact payloads make more than {expanded_limit()} bytes, the most a "
+                    f"reader makes ({EXPANDED_VARIABLE} raises it)"
+                )
+            self.left -= count
+            pieces.append((pattern * (count // max(len(pattern), 1) + 1))[:count])
+        made = b"".join(pieces)
+        if len(self.made) >= _SEEN_MOST:
+            self.made.clear()
+        self.made[text] = made
+        return made
+
+
+def _hex(text: str, where: str) -> bytes:
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise TraceError(f"{where}: {text[:40]!r} is not hex") from None
+
+
+def _payload_from_json(value: Any, where: str, expand: Expander | None) -> bytes:
+    if isinstance(value, str):
+        return _hex(value, where)
+    _want(expand is not None and isinstance(value, list), where, "payload must be hex or null")
+    assert expand is not None
+    return expand.value(value, where)
+
+
+def expanded_limit() -> int:
+    """The most bytes a reader makes from one file's compact payloads:
+    ``MAX_EXPANDED`` or ``EXPANDED_VARIABLE``.
+
+    raises: TraceError"""
+    return _limit(EXPANDED_VARIABLE, MAX_EXPANDED, "bytes")
+
+
+def expanded_size(path: Path) -> int:
+    """The bytes the compact payloads of the file at ``path`` stand for,
+    counted without making them (each value once per line): what a reader
+    needs ``EXPANDED_VARIABLE`` at to read it; 0 when unreadable."""
+    total = 0
+    try:
+        with path.open("rb") as stream:
+            for raw in stream:
+                if b'"repeat"' in raw:
+                    total += sum(int(n) for n in _REPEAT_BYTES.findall(raw))
+    except (OSError, ValueError):
+        return 0
+    return total
+
+
+_REPEAT_BYTES = re.compile(rb'"bytes": (\d+)')
+
+
 # Field by field, by kind (auxspec.engine.fields): the op table says which
 # fields an op has; this says how each kind of field reads and writes.
 
 
-def op_to_json(op: Op) -> dict[str, Any]:
-    """``op`` as a trace line (without its expectation)."""
+def op_to_json(op: Op, compact: Compact | None = None) -> dict[str, Any]:
+    """``op`` as a trace line (without its expectation); long payloads in
+    parts given ``compact`` (a file's line, never a protocol request)."""
     body: dict[str, Any] = {"op": op.name}
     for f in kind_of(op).fields:
         value = getattr(op, f.name)
@@ -106,12 +296,14 @@ def op_to_json(op: Op) -> dict[str, Any]:
             or (isinstance(f.kind, Shape) and value == "plain")
             or (isinstance(f.kind, Payloads) and value == "bytes")  # the default: format 2 lines without it read so
         ):
-            body[f.name] = _TO_JSON[type(f.kind)](value)
+            is_batch = isinstance(f.kind, Batch)
+            body[f.name] = _batch_to_json(value, compact) if is_batch else _TO_JSON[type(f.kind)](value)
     return body
 
 
-def op_from_json(line: Any, where: str) -> Op:
-    """The op a trace line (or protocol request) stands for."""
+def op_from_json(line: Any, where: str, expand: Expander | None = None) -> Op:
+    """The op a trace line (or protocol request) stands for; compact
+    payloads only given ``expand`` (a format 3 file's line)."""
     _want(isinstance(line, dict) and isinstance(line.get("op"), str), where, 'an op line needs "op"')
     row = BY_NAME.get(line["op"])
     if row is None:
@@ -119,7 +311,11 @@ def op_from_json(line: Any, where: str) -> Op:
     values = {}
     for f in row.fields:
         if f.name in line or f.required:
-            values[f.name] = _FROM_JSON[type(f.kind)](line.get(f.name), where)
+            value = line.get(f.name)
+            is_batch = isinstance(f.kind, Batch)
+            values[f.name] = (
+                _batch_from_json(value, where, expand) if is_batch else _FROM_JSON[type(f.kind)](value, where)
+            )
         if isinstance(f.kind, Shape) and f.name in values:
             size = next((values.get(g.name, 0) for g in row.fields if isinstance(g.kind, Buffer)), 0)
             _want(
@@ -141,13 +337,14 @@ def _keys_to_json(keys: KeyList) -> Any:
     return _bad_to_json(keys) if isinstance(keys, Bad) else list(map(plain_key, keys))
 
 
-def _batch_to_json(objects: Any) -> Any:
+def _batch_to_json(objects: Any, compact: Compact | None = None) -> Any:
     if isinstance(objects, Bad):
         return _bad_to_json(objects)
-    return [
-        _bad_to_json(obj) if isinstance(obj, Bad) else [plain_key(obj[0]), None if obj[1] is None else obj[1].hex()]
-        for obj in objects
-    ]
+
+    def payload(data: bytes | None) -> Any:
+        return None if data is None else data.hex() if compact is None else compact.value(data)
+
+    return [_bad_to_json(obj) if isinstance(obj, Bad) else [plain_key(obj[0]), payload(obj[1])] for obj in objects]
 
 
 # A str subclass key (ops.KeyStr) is written as its plain str, as json.dumps
@@ -186,26 +383,23 @@ def _keys_from_json(value: Any, where: str) -> KeyList:
     return tuple(_key_from_json(k, where) for k in value)
 
 
-def _object_from_json(obj: Any, where: str) -> Any:
+def _object_from_json(obj: Any, where: str, expand: Expander | None = None) -> Any:
     bad = _bad_from_json(obj, where, (BAD_OBJECT,))
     if bad is not None:
         return bad
     _want(isinstance(obj, list) and len(obj) == 2, where, "each object is [key, hex payload or null]")
     payload = obj[1]
-    _want(payload is None or isinstance(payload, str), where, "payload must be hex or null")
-    try:
-        data = None if payload is None else bytes.fromhex(payload)
-    except ValueError:
-        raise TraceError(f"{where}: payload {payload!r} is not hex") from None
+    _want(payload is None or isinstance(payload, (str, list)), where, "payload must be hex or null")
+    data = None if payload is None else _payload_from_json(payload, where, expand)
     return _key_from_json(obj[0], where), data
 
 
-def _batch_from_json(raw: Any, where: str) -> Any:
+def _batch_from_json(raw: Any, where: str, expand: Expander | None = None) -> Any:
     bad = _bad_from_json(raw, where, BAD_LISTS)
     if bad is not None:
         return bad
     _want(isinstance(raw, list), where, "objects must be a list")
-    return tuple(_object_from_json(obj, where) for obj in raw)
+    return tuple(_object_from_json(obj, where, expand) for obj in raw)
 
 
 def _buffer_from_json(buffer: Any, where: str) -> Any:
@@ -253,18 +447,19 @@ _FROM_JSON: dict[type, Any] = {
 # ------------------------------------------------------------- outcomes
 
 
-def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
+def outcome_to_json(outcome: Outcome, compact: Compact | None = None) -> dict[str, Any]:
+    """``outcome`` as a line's ``expect`` (or an answer); a long value in parts given ``compact``."""
     if isinstance(outcome, Err):
         return {"error": outcome.kind.value}
     value = outcome.value
     if isinstance(value, bytes):
-        return {"ok": value.hex()}
+        return {"ok": value.hex() if compact is None else compact.value(value)}
     if isinstance(value, model.Stats):
         return {"ok": {name: getattr(value, name) for name in STATS_FIELDS}}
     return {"ok": value}
 
 
-def outcome_from_json(value: Any, where: str) -> Outcome:
+def outcome_from_json(value: Any, where: str, expand: Expander | None = None) -> Outcome:
     _want(isinstance(value, dict) and len(value) == 1, where, 'expect is {"ok": ...} or {"error": kind}')
     if "error" in value:
         try:
@@ -282,11 +477,12 @@ def outcome_from_json(value: Any, where: str) -> Outcome:
             f"stats are an object of the ints {', '.join(STATS_FIELDS)}",
         )
         return Ok(model.Stats(*(ok[name] for name in STATS_FIELDS)))
-    _want(isinstance(ok, str), where, "ok value is hex, an int, a bool, stats or null")
-    try:
-        return Ok(bytes.fromhex(ok))
-    except ValueError:
-        raise TraceError(f"{where}: ok value {ok!r} is not hex") from None
+    _want(
+        isinstance(ok, str) or (expand is not None and isinstance(ok, list)),
+        where,
+        "ok value is hex, an int, a bool, stats or null",
+    )
+    return Ok(_payload_from_json(ok, where, expand))
 
 
 # ------------------------------------------------------------- files
@@ -310,10 +506,17 @@ def vector_from_trace(trace: Trace, name: str, description: str = "") -> Vector:
 
 
 def dumps(vector: Vector) -> str:
+    """The file of ``vector``: long payloads and values in parts where that
+    is shorter (then format 3)."""
     trace = vector.trace
+    compact = Compact(trace.ops)
+    body = [
+        json.dumps({**op_to_json(op, compact), "expect": outcome_to_json(outcome, compact)})
+        for op, outcome in zip(trace.ops, vector.expected, strict=True)
+    ]
     header = {
         "format": FORMAT,
-        "version": version_of(trace),
+        "version": COMPACT_VERSION if compact.used else version_of(trace),
         "name": vector.name,
         "description": vector.description,
         "profile": trace.profile,
@@ -321,10 +524,7 @@ def dumps(vector: Vector) -> str:
         "object_nbytes": trace.object_nbytes,
         "expect_new": outcome_to_json(vector.expected_new),
     }
-    lines = [json.dumps(header)]
-    for op, outcome in zip(trace.ops, vector.expected, strict=True):
-        lines.append(json.dumps({**op_to_json(op), "expect": outcome_to_json(outcome)}))
-    return "\n".join(lines) + "\n"
+    return "\n".join([json.dumps(header), *body]) + "\n"
 
 
 def write(vector: Vector, path: Path) -> None:
@@ -633,6 +833,7 @@ def _ops(lines: Iterator[tuple[int, str]], header: Header, source: str) -> Itera
     # A line seen before stands for the same (immutable) op and outcome: a
     # long machine-made vector repeats its lines, and then shares their objects.
     seen: dict[str, tuple[Op, Outcome]] = {}
+    expand = Expander() if header.version >= COMPACT_VERSION else None
     for number, raw in lines:
         known = seen.get(raw)
         if known is not None:
@@ -644,12 +845,12 @@ def _ops(lines: Iterator[tuple[int, str]], header: Header, source: str) -> Itera
         if isinstance(header.expect_new, Err):
             raise TraceError(f"{where}: a store that cannot be built has no ops to run")
         line = _json_line(raw, where)
-        op = op_from_json(line, where)
+        op = op_from_json(line, where, expand)
         if header.version < op_version(op):
             raise TraceError(f"{where}: {op.name} with this form or shape needs format version 2, the header says 1")
         if not isinstance(line, dict) or "expect" not in line:
             raise TraceError(f'{where}: op line needs "expect"')
-        pair = op, outcome_from_json(line["expect"], where)
+        pair = op, outcome_from_json(line["expect"], where, expand)
         if len(seen) >= _SEEN_MOST:
             seen.clear()
         seen[raw] = pair

@@ -18,10 +18,11 @@ while the target stores it, so a store of B bytes costs about 2 B of memory.
 ``verify`` runs unless told otherwise; ``FULL_BYTES`` (past 2^30 and 2^31,
 about 4.5 GB) is ``verify --large-bytes 2.2e9``.
 
-Each payload differs from every other at (almost) every byte: a key's
-index and generation in its first bytes, then a window of a random pattern
-starting at an offset of its own. A read of the wrong slot, or of the right
-slot at a wrong offset, returns other bytes.
+Each payload differs from every other: a key's index and generation in its
+first bytes, then a random block repeated from an offset of its own. A read
+of the wrong slot, or of the right slot at a wrong offset, returns other
+bytes. A vector of the phase writes each payload as its head and its block
+(docs/protocol.md, compact payloads), so a catch is written to ``--out``.
 
 The ops are the op alphabet's (``engine.ops``); the model judges them like
 any other trace's. ``traces`` builds one trace at a time, so only one
@@ -113,20 +114,29 @@ def traces(profile: str, features: Features, seed: int, where: Geometry | None =
     ]
 
 
+PERIOD = 4093  # a prime above the keys of a full-size trace: each key's pattern starts at its own offset
+
+
 class _Payloads:
     """Distinct payloads by key index and generation (a re-put of a key
-    after its eviction is generation 1)."""
+    after its eviction is generation 1): a head naming them, then a random
+    block of ``PERIOD`` bytes repeated, rotated by an offset of their own.
+    Every slot starts with a head no pattern byte run matches, so a read of
+    the wrong slot, or of the right one at any other offset, returns other
+    bytes; and a vector writes each payload as its head and its block
+    (``traces.periodic_parts``), a few KB where the bytes are 1 MB."""
 
     def __init__(self, rng: Random, nbytes: int) -> None:
         self.nbytes = nbytes
-        self.pattern = rng.randbytes(2 * nbytes)  # random: no period, so a shifted read differs
-        self.stride = rng.randrange(1, nbytes)
+        self.pattern = rng.randbytes(PERIOD)
+        self.stride = rng.randrange(1, PERIOD)
 
     def __call__(self, index: int, generation: int = 0) -> bytes:
         head = f"<{index}.{generation}>".encode()
-        start = (index * self.stride + generation * 7919) % self.nbytes
-        with memoryview(self.pattern) as pattern:  # one copy of the window, not two
-            return b"".join((head, pattern[start : start + self.nbytes - len(head)]))
+        start = (index * self.stride + generation * 7919) % PERIOD
+        block = self.pattern[start:] + self.pattern[:start]
+        rest = self.nbytes - len(head)
+        return head + (block * (rest // PERIOD + 1))[:rest]
 
 
 class _Builder:
