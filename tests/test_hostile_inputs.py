@@ -322,6 +322,23 @@ def test_a_vector_this_machine_cannot_map_is_not_runnable_here_never_a_divergenc
     assert answers[1]["error"] == "resources" and "MemoryError" in answers[1]["message"]
 
 
+def test_a_small_store_that_fails_for_memory_is_a_divergence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Below ``MEMORY_FLOOR`` any machine holds the store: a target that
+    raises ``MemoryError`` there (a size computed wrong) is judged, not excused."""
+    (tmp_path / "greedy.py").write_text(
+        "from auxstore import BlockObjectStore\n"
+        "class Store(BlockObjectStore):\n"
+        "    def put(self, *args, **kwargs):\n"
+        "        raise MemoryError('asked for 2**50 bytes')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = _vector(tmp_path / "small.jsonl", [{"op": "put", "objects": [["a", "0102"]], "expect": {"ok": None}}])
+    assert cli.main(["reproduce", str(path), "--target", "greedy:Store"]) == 1
+    assert "unexpected MemoryError: asked for 2**50 bytes" in capsys.readouterr().out
+
+
 # ---------------------------------------------------- 4. long batches
 
 

@@ -109,7 +109,7 @@ def _shown_commands() -> list[tuple[str, list[str]]]:
     found = []
     for page in sorted(DOCS.glob("*.md")):
         for block in _SH.findall(page.read_text(encoding="utf-8")):
-            for line in block.splitlines():
+            for line in block.replace("\\\n", " ").splitlines():  # a command continued with a backslash is one line
                 words = shlex.split(line, comments=True)
                 if words[:2] == ["auxspec", "play"] or (
                     words[:2] == ["auxspec", "explain"] and (ROOT / words[2]).is_file()

@@ -517,7 +517,8 @@ def _raise_for(reply: dict[str, Any]) -> None:
         return
     kind = reply["error"]  # a kind of KINDS or RESOURCES: check_answer checked it
     if kind == RESOURCES:  # no outcome of the spec's: the input cannot be judged here
-        raise NotRunnable(f"the port could not get the memory the call needs: {reply.get('message', '')}".rstrip(": "))
+        said = f"resources: {reply.get('message', '')}".rstrip(": ")
+        raise NotRunnable(f"the port could not get the memory the call needs ({said})", said)
     # The binding's exception for the kind: ops.apply classifies it back. The
     # message is optional in the protocol; a Python store must give one.
     message = str(reply.get("message") or f"{kind} (the port gave no message)")

@@ -22,7 +22,7 @@ from auxspec.engine.expect import initial_state, spec_steps
 from auxspec.engine.observable import as_snapshot, observed
 from auxspec.engine.ops import Op, Trace
 from auxspec.engine.table import describe, invoke
-from auxspec.engine.target import Errors, NotRunnable, PortBroken, Target
+from auxspec.engine.target import Errors, NotRunnable, PortBroken, Target, needs_memory
 from auxspec.models import sequential as model
 from auxspec.models.sequential import Err, Kind, Ok, Outcome, State
 from auxspec.reference import binding
@@ -485,11 +485,13 @@ def _run(
     want_new: Outcome = built if isinstance(built, Err) else Ok()
     try:
         store, got_new = construct(target.factory, trace, target.errors)
-    except MemoryError as error:  # no outcome of the spec's: this machine cannot run it
-        raise _not_runnable("the constructor", error, trace) from None
-    except NotRunnable as error:  # a port process's "resources" answer
-        error.trace = trace
-        raise
+    except (MemoryError, NotRunnable) as error:  # NotRunnable: a port process's "resources" answer
+        short = error if isinstance(error, NotRunnable) else _not_runnable("the constructor", error, trace)
+        if not needs_memory(trace):
+            shown = f"constructor: unexpected {short.detail}"
+            return Divergence(trace, -1, str(traces.outcome_to_json(want_new)), shown, want_new)
+        short.trace = trace
+        raise short from None
     except PortBroken as error:
         if error.at_start:
             raise
@@ -514,6 +516,7 @@ def _run(
         if wrong:
             return Divergence(trace, -1, "the store's sizes are the spec's", wrong, want_new)
         checker = getattr(store, "check_invariants", None)  # ports may offer it (auxstore does)
+        roomy = needs_memory(trace)
         assert not isinstance(built, Err)  # the store was built, as the spec says
         last = len(trace.ops) - 1
         index = -1
@@ -521,9 +524,9 @@ def _run(
             if on_state is not None:
                 on_state(after)
             if every == 1 or index == last or index % every == every - 1:
-                found = check_step(store, op, want, observe(after), target, checker, trace.profile)
+                found = check_step(store, op, want, observe(after), target, checker, trace.profile, roomy)
             else:
-                found = check_step(store, op, want, None, target, None, trace.profile)
+                found = check_step(store, op, want, None, target, None, trace.profile, roomy)
             if found is not None:
                 return found.at(trace, index, want, before)
         try:
@@ -548,16 +551,20 @@ def check_step(
     target: Target,
     checker: Callable[[], None] | None,
     profile: str = "strict",
+    roomy: bool = False,
 ) -> Mismatch | None:
     """One op on ``store`` against the spec's outcome and snapshot: None when
     they agree, else how they differ. ``want_snapshot`` None: the outcome
-    only (the cheap mode's op between checkpoints)."""
+    only (the cheap mode's op between checkpoints). ``roomy``: the store may
+    need more memory than this machine has (``target.needs_memory``), so a
+    failure for memory raises ``NotRunnable``; otherwise it is a divergence."""
     try:
         got = apply(store, op, target.errors)
-    except MemoryError as error:  # no outcome of the spec's: this machine cannot run it
-        raise _not_runnable(op.name, error, None) from None
-    except NotRunnable:  # a port process's "resources" answer
-        raise
+    except (MemoryError, NotRunnable) as error:  # NotRunnable: a port process's "resources" answer
+        short = error if isinstance(error, NotRunnable) else _not_runnable(op.name, error, None)
+        if roomy:  # no outcome of the spec's: this machine cannot run it
+            raise short from None
+        return Mismatch(show(want, None), f"unexpected {short.detail}")  # a small store: a bug
     except PortBroken as error:  # it crashed, hung or answered garbage: a counterexample
         return Mismatch(show(want, None), f"the port broke: {error}")
     except OddReturn as error:
@@ -604,7 +611,7 @@ _VERIFIER = tuple(str(Path(__file__).resolve().parents[1] / part) + os.sep for p
 
 
 def _not_runnable(call: str, error: MemoryError, trace: Trace | None) -> NotRunnable:
-    found = NotRunnable(f"{call} raised {_exception_line(error)}")
+    found = NotRunnable(f"{call} raised {_exception_line(error)}", _exception_line(error))
     found.trace = trace
     return found
 

@@ -47,9 +47,22 @@ class NotRunnable(Exception):
     it is not runnable on this machine, never a divergence. ``trace``: the
     trace it was running, once known (for the bytes it needs)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, detail: str = "") -> None:
         super().__init__(message)
         self.trace: Any = None
+        self.detail = detail or message  # what the target raised or answered, as a divergence shows it
+
+
+# A store smaller than this runs on any machine auxspec runs on: a target that
+# fails one for memory has a bug (a size computed wrong), so that is judged a
+# divergence; only a larger store's failure is "not runnable here".
+MEMORY_FLOOR = 64 * 2**20
+
+
+def needs_memory(trace: Any) -> bool:
+    """Whether ``trace``'s store may need more memory than some machine has
+    (``max_bytes`` at least ``MEMORY_FLOOR``, or a size that is no integer)."""
+    return type(trace.max_bytes) is not int or trace.max_bytes >= MEMORY_FLOOR
 
 
 def bytes_needed(trace: Any) -> int:
