@@ -15,7 +15,7 @@ import os
 import uuid
 from typing import Any
 
-from auxstore._batch import check_batch, read_keys, type_name
+from auxstore._batch import check_batch, read_buffer, read_keys, type_name
 from auxstore._errors import CapacityError, MissingKeyError
 from auxstore._store import _size
 from auxstore.remote._errors import EngineError
@@ -127,18 +127,8 @@ class RedisBlockObjectStore:
         too short is a ValueError before the server is asked."""
         self._check_open("read_into")
         wanted = read_keys(keys)
-        try:
-            view = memoryview(buffer)
-        except TypeError:
-            raise TypeError(f"buffer must be a writable buffer, not {type_name(buffer)}") from None
-        with view:
-            if view.readonly:
-                raise TypeError(f"buffer of type {type_name(buffer)} is read-only")
-            if not view.c_contiguous:
-                raise TypeError("buffer is not C-contiguous")
-            total = self._object_nbytes * len(wanted)
-            if total > view.nbytes:
-                raise ValueError(f"buffer of {view.nbytes} bytes is too small: {len(wanted)} objects need {total}")
+        total = self._object_nbytes * len(wanted)
+        with read_buffer(buffer, len(wanted), self._object_nbytes) as view:
             if not wanted:
                 return 0
             payloads = self._fetch(wanted)
