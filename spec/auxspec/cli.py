@@ -937,22 +937,13 @@ def _reproduce_background(args: argparse.Namespace) -> int:
 
 def _reproduce_remote(args: argparse.Namespace) -> int:
     """Replay a remote counterexample (verify --profile remote wrote it) with its deletions."""
-    stop: Any = None
-    client: Any = None
     try:
         if args.exec_command and args.target:
             raise LookupError("give --target or --exec CMD, not both")
-        client = remote_command.engine_of(args.file)
-        target, stop = remote_command.load_target_of(args.target, args.exec_command, args.op_timeout)
-        code, lines = remote_command.replay(args.file, target, client)
+        code, lines = remote_command.replay_on(args.file, args.target, args.exec_command, args.op_timeout)
     except (LookupError, OSError, ImportError, TraceError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
-    finally:
-        if stop is not None:
-            stop()
-        if client is not None:
-            client.close()
     for line in lines:
         print(report_text.clip(line))
     return code

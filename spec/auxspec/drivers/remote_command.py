@@ -308,6 +308,25 @@ def engine_of(path: Path, environ: Any = None) -> Engine:
     return connect_engine(load(path).engine, environ)
 
 
+def replay_on(path: Path, target: str | None, exec_command: str | None, op_timeout: float) -> tuple[int, list[str]]:
+    """``replay`` of ``path`` on the engine it was found on and the target
+    named (a module path, or a port command), both let go afterwards: what
+    ``reproduce`` and ``explain --target`` of a remote counterexample run.
+
+    raises: LookupError, OSError, ImportError, TraceError, ProtocolError"""
+    stop: Any = None
+    engine: Engine | None = None
+    try:
+        engine = engine_of(path)
+        loaded, stop = load_target_of(target, exec_command, op_timeout)
+        return replay(path, loaded, engine)
+    finally:
+        if stop is not None:
+            stop()
+        if engine is not None:
+            engine.close()
+
+
 def replay(path: Path, target: Target, engine: Engine) -> tuple[int, list[str]]:
     """Run the counterexample at ``path`` on ``target`` with its deletions, on
     ``engine`` and under its model options: 1 and the violation when it

@@ -197,24 +197,16 @@ def explain(args: argparse.Namespace) -> int:
 def _explain_remote(args: argparse.Namespace) -> int:
     """A remote counterexample: each call with what the remote profile allowed;
     with --target or --exec, replayed on that store too (on the engine it was found on: its variables)."""
-    stop = client = None
     try:
         lines = remote_command.explain(args.file)
         code = 0
         if args.target is not None or args.exec_command:
-            client = remote_command.engine_of(args.file)
             target = None if args.target in (None, BUNDLED) else args.target
-            loaded, stop = remote_command.load_target_of(target, args.exec_command, args.op_timeout)
-            code, replayed = remote_command.replay(args.file, loaded, client)
+            code, replayed = remote_command.replay_on(args.file, target, args.exec_command, args.op_timeout)
             lines += ["", *replayed]
     except (LookupError, TraceError, OSError, ImportError, ProtocolError) as error:
         print(f"auxspec: {error}", file=sys.stderr)
         return 2
-    finally:
-        if stop is not None:
-            stop()
-        if client is not None:
-            client.close()
     for line in lines:
         print(line)
     return code
