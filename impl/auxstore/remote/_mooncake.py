@@ -26,9 +26,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from auxstore._batch import check_batch, read_buffer, read_keys, type_name
+from auxstore._batch import check_batch, read_keys, type_name
 from auxstore._errors import MissingKeyError
 from auxstore._store import _size
+from auxstore.remote._buffer import read_buffer
 from auxstore.remote._errors import EngineError
 from auxstore.remote._mooncake_errors import raise_for
 

@@ -15,9 +15,10 @@ import os
 import uuid
 from typing import Any
 
-from auxstore._batch import check_batch, read_buffer, read_keys, type_name
+from auxstore._batch import check_batch, read_keys, type_name
 from auxstore._errors import CapacityError, MissingKeyError
 from auxstore._store import _size
+from auxstore.remote._buffer import read_buffer
 from auxstore.remote._errors import EngineError
 
 REDIS_URL_VARIABLE = "AUXSTORE_REDIS_URL"

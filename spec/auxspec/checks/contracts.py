@@ -8,13 +8,17 @@ it fuzzes to them: ``pre:`` before the call, ``post:`` after it (with
 
     steps = Checked(model)      # the model's functions, each one checked
     state, outcome = steps.put(state, items, retain, release)
+
+    with checked_throughout(model):   # and the calls the model makes to itself
+        state, outcome = model.put(state, items, retain, release)
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from types import CodeType, ModuleType, SimpleNamespace
@@ -107,4 +111,25 @@ class Checked:
         return found
 
 
-__all__ = ["Checked", "Contract", "ContractViolation", "checked", "contract_of"]
+@contextmanager
+def checked_throughout(module: ModuleType) -> Iterator[None]:
+    """Every function of ``module`` that has a contract replaced by its checked
+    form while the block runs, then put back. :class:`Checked` checks the calls
+    made to the module; this also checks the calls its functions make to each
+    other (a step's helpers, such as the eviction choice, have contracts of
+    their own that no outside call reaches)."""
+    originals = {
+        name: value
+        for name, value in vars(module).items()
+        if inspect.isfunction(value) and value.__module__ == module.__name__ and not contract_of(value).empty
+    }
+    for name, value in originals.items():
+        setattr(module, name, checked(value))
+    try:
+        yield
+    finally:
+        for name, value in originals.items():
+            setattr(module, name, value)
+
+
+__all__ = ["Checked", "Contract", "ContractViolation", "checked", "checked_throughout", "contract_of"]

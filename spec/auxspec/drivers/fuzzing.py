@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from auxspec.checks import corruptions
-from auxspec.checks.contracts import Checked, ContractViolation
+from auxspec.checks.contracts import ContractViolation, checked_throughout
 from auxspec.drivers import gated
 from auxspec.drivers.protocol import serve
 from auxspec.drivers.verify import exec_target
@@ -301,13 +301,13 @@ def model_contracts(data: bytes) -> None:
     which ends the trace."""
     profile = "upstream" if data and data[0] & 1 else "strict"
     trace = decode(data[1:], profile, ALL | {UNDEFINED})
-    steps = Checked(model)
     try:
-        state = initial_state(trace, steps)
-        if isinstance(state, model.Err):
-            return
-        for op in trace.ops:
-            state = step(state, op, steps)[0]
+        with checked_throughout(model):  # the steps and the helpers they call
+            state = initial_state(trace, model)
+            if isinstance(state, model.Err):
+                return
+            for op in trace.ops:
+                state = step(state, op, model)[0]
     except model.UndefinedInput:
         if profile != "upstream":
             raise ModelContractBroken(f"strict raised UndefinedInput on {trace}") from None
