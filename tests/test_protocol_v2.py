@@ -75,7 +75,7 @@ def test_serve_refuses_what_it_did_not_declare() -> None:
 
 def test_what_a_python_target_offers() -> None:
     reference = offer_of(load_target("auxspec:ReferenceStore"))
-    assert reference.capabilities == {"read_into", "observe", "stats", "snapshot"}
+    assert reference.capabilities == {"read_into", "observe", "stats", "snapshot", "batch"}
     bundled = offer_of(load_target(None))
     assert {"read_into", "observe", "stats", "snapshot", "background"} <= bundled.capabilities
 

@@ -927,27 +927,37 @@ static bool is_op(const JVal *op, const char *name) {
     return op->slen == strlen(name) && memcmp(op->s, name, op->slen) == 0;
 }
 
-static void answer(char *line, size_t len, Buf *out) {
-    JVal req = {0};
-    Parser ps = {line, line + len};
-    if (!parse_value(&ps, &req, 0)) malformed("not JSON");
-    skip_ws(&ps);
-    if (ps.p != ps.end) malformed("not JSON (extra text after the value)");
-    if (req.type != J_OBJ) malformed("a request is a JSON object");
-    JVal *id = member(&req, "id");
+/* With --batch the port speaks protocol 2: it answers hello, declaring
+ * "batch" (and read_into, snapshot), and takes a line that is an array of
+ * requests, answering them in order as one line (docs/protocol.md,
+ * "Pipelining"). Without it, it is the protocol 1 port it always was. */
+static bool g_batch;
+#define MAX_BATCH 1024
+
+/* The answer to one request, without a newline. */
+static void answer_request(JVal *req, Buf *out, bool in_message) {
+    if (req->type != J_OBJ) malformed("a request is a JSON object");
+    JVal *id = member(req, "id");
     if (!id || id->type != J_NUM || !id->is_int) malformed("needs an integer id");
-    JVal *op = member(&req, "op");
+    JVal *op = member(req, "op");
     if (!op || op->type != J_STR) malformed("needs \"op\"");
 
+    if (g_batch && is_op(op, "hello")) {
+        if (in_message) malformed("hello inside a message of many requests");
+        buf_str(out, "{\"id\": ");
+        buf_put(out, id->s, id->slen);
+        buf_str(out, ", \"ok\": {\"protocol\": 2, \"capabilities\": [\"batch\", \"read_into\", \"snapshot\"]}}");
+        return;
+    }
     Outcome result;
     Buf data = {0};
     bool is_snapshot = false;
     if (is_op(op, "new")) {
-        result = do_new(&req);
+        result = do_new(req);
     } else {
         if (!g_store.exists) malformed("'%s' before any store (send a successful new first)", op->s);
         if (is_op(op, "put")) {
-            JVal *list = member(&req, "objects");
+            JVal *list = member(req, "objects");
             if (list && list->type != J_ARR) malformed("\"objects\" must be a list");
             size_t nobjs = list ? list->n : 0;
             Obj *objs = xmalloc(nobjs * sizeof *objs);
@@ -969,22 +979,22 @@ static void answer(char *line, size_t len, Buf *out) {
                     malformed("payload must be hex or null");
                 }
             }
-            ArgList retain = key_list(&req, "retain", false), release = key_list(&req, "release", false);
+            ArgList retain = key_list(req, "retain", false), release = key_list(req, "release", false);
             result = do_put(objs, nobjs, &retain, &release);
             for (size_t i = 0; i < nobjs; i++) free((void *)objs[i].payload.s);
             free(objs);
             free(retain.v);
             free(release.v);
         } else if (is_op(op, "get")) {
-            ArgList keys = key_list(&req, "keys", true);
+            ArgList keys = key_list(req, "keys", true);
             result = do_read(&keys, NULL, false, &data);
             free(keys.v);
         } else if (is_op(op, "read_into")) {
-            JVal *buffer = member(&req, "buffer"), *ro = member(&req, "readonly");
+            JVal *buffer = member(req, "buffer"), *ro = member(req, "readonly");
             if (!buffer || buffer->type != J_NUM || !buffer->is_int || big_from(buffer).neg)
                 malformed("\"buffer\" is a size");
             if (ro && ro->type != J_BOOL) malformed("\"readonly\" must be true or false");
-            ArgList keys = key_list(&req, "keys", true);
+            ArgList keys = key_list(req, "keys", true);
             size_t size = big_to_size(big_from(buffer));
             result = do_read(&keys, &size, ro && ro->b, &data);
             free(keys.v);
@@ -1004,25 +1014,50 @@ static void answer(char *line, size_t len, Buf *out) {
     if (is_snapshot) {
         buf_str(out, ", \"ok\": ");
         snapshot(out);
-        buf_str(out, "}\n");
+        buf_str(out, "}");
     } else if (result == OK_NULL) {
-        buf_str(out, ", \"ok\": null}\n");
+        buf_str(out, ", \"ok\": null}");
     } else if (result == OK_DATA) {
         buf_str(out, ", \"ok\": \"");
         if (data.n) buf_put(out, data.d, data.n);
-        buf_str(out, "\"}\n");
+        buf_str(out, "\"}");
     } else {
         buf_str(out, ", \"error\": \"");
         buf_str(out, KIND_NAME[result]);
         buf_str(out, "\", \"message\": \"");
         buf_str(out, KIND_MESSAGE[result]);
-        buf_str(out, "\"}\n");
+        buf_str(out, "\"}");
     }
     free(data.d);
+}
+
+/* The answer line to one request line, or (with --batch) to a message. */
+static void answer(char *line, size_t len, Buf *out) {
+    JVal req = {0};
+    Parser ps = {line, line + len};
+    if (!parse_value(&ps, &req, 0)) malformed("not JSON");
+    skip_ws(&ps);
+    if (ps.p != ps.end) malformed("not JSON (extra text after the value)");
+    if (g_batch && req.type == J_ARR) {
+        if (req.n == 0 || req.n > MAX_BATCH) malformed("a message holds 1 to %d requests", MAX_BATCH);
+        buf_str(out, "[");
+        for (size_t i = 0; i < req.n; i++) {
+            if (i) buf_str(out, ", ");
+            answer_request(&req.items[i], out, true);
+        }
+        buf_str(out, "]");
+    } else {
+        answer_request(&req, out, false);
+    }
+    buf_str(out, "\n");
     json_free(&req);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--batch") == 0) g_batch = true;
+        else die(2, "usage: auxport [--batch]");
+    }
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;

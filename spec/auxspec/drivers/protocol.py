@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
@@ -42,6 +43,7 @@ from auxspec.engine.ops import (
     READ_INTO,
     STATS,
     Close,
+    Contains,
     Features,
     Get,
     Op,
@@ -80,6 +82,7 @@ CAPABILITIES: dict[str, str | None] = {
     "stats": STATS,
     "snapshot": None,
     "background": None,
+    "batch": None,  # pipelining: many requests per message (docs/protocol.md, "Pipelining")
 }
 SHOWN = {
     "read_into": "read_into",
@@ -96,6 +99,12 @@ START_TIMEOUT = 20.0
 MAX_OP_TIMEOUT = 86400.0
 _EXIT_POLL = 0.1  # seconds between checks that a port waited for is still running
 MAX_ANSWER_INT = 1 << 63  # an integer in an answer beyond this is not a count any store has
+# Pipelining: the most requests one message may hold (either side refuses more),
+# and what verify puts in one, so that a message and its answer stay far
+# below the line limit: its requests' bytes, and a bound on its answer's.
+MAX_BATCH = 1024
+BATCH_REQUEST_BYTES = 1 << 20
+BATCH_ANSWER_BYTES = 8 << 20
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 _ANSWER_KEYS = {"id", "ok", "error", "message"}
 
@@ -109,6 +118,12 @@ def schema() -> dict[str, Any]:
 
 class ProtocolError(PortBroken):
     """The port process broke the protocol (exited, hung, printed garbage)."""
+
+
+class MessageLost(ProtocolError):
+    """A pipelined message got no whole answer (the port exited, hung or
+    ended its output): which of its requests did it is not known, so the
+    store replays them one at a time (``ProcessStore``)."""
 
 
 class _Broken(Exception):
@@ -251,24 +266,29 @@ def check_answer(op: str, reply: Any, request_id: int, unsupported: bool = False
     """``reply`` if it is a well-formed answer to request ``request_id`` of
     ``op``; else a ``_Broken`` saying how it is not. ``unsupported``: the
     answer may be the error ``unsupported`` (a protocol 1 snapshot)."""
-    shown = printable(json.dumps(reply))[:200]
     if not isinstance(reply, dict) or type(reply.get("id")) is not int or reply["id"] != request_id:
-        raise _Broken(f"the answer has the wrong id (wanted {request_id}): {shown}")
+        raise _Broken(f"the answer has the wrong id (wanted {request_id}): {_answer_shown(reply)}")
     if set(reply) - _ANSWER_KEYS:
-        raise _Broken(f"the answer has fields the protocol does not: {sorted(set(reply) - _ANSWER_KEYS)}: {shown}")
+        extra = sorted(set(reply) - _ANSWER_KEYS)
+        raise _Broken(f"the answer has fields the protocol does not: {extra}: {_answer_shown(reply)}")
     if ("ok" in reply) == ("error" in reply):
-        raise _Broken(f'the answer needs exactly one of "ok" and "error": {shown}')
+        raise _Broken(f'the answer needs exactly one of "ok" and "error": {_answer_shown(reply)}')
     if "message" in reply and not isinstance(reply["message"], str):
-        raise _Broken(f"the message must be a string: {shown}")
+        raise _Broken(f"the message must be a string: {_answer_shown(reply)}")
     if "error" in reply:
         allowed = reply["error"] in KINDS or reply["error"] == RESOURCES
         if not (allowed or (unsupported and reply["error"] == "unsupported")):
-            raise _Broken(f"the answer has an unknown error kind: {shown}")
+            raise _Broken(f"the answer has an unknown error kind: {_answer_shown(reply)}")
         return reply
     valid, what = OK_VALUES[op]
     if not valid(reply["ok"]):
-        raise _Broken(f"the answer to {op} must have ok {what}: {shown}")
+        raise _Broken(f"the answer to {op} must have ok {what}: {_answer_shown(reply)}")
     return reply
+
+
+def _answer_shown(reply: Any) -> str:
+    """An answer for the report (made only when it is wrong: a snapshot's costs O(store))."""
+    return printable(json.dumps(reply))[:200]
 
 
 # -------------------------------------------------------------- the process
@@ -286,6 +306,10 @@ class PortProcess:
         # once any was, a break is a counterexample, not a port that cannot run.
         self.answered = earlier_answers
         self._pending = bytearray()  # read from stdout past the last answer line
+        # Pipelining: each request sent ahead in a message, (id, body), in
+        # order, and the messages whose answers are not all taken yet.
+        self._ahead: deque[tuple[int, dict[str, Any]]] = deque()
+        self._messages: deque[_Message] = deque()
         self._waiting = op_timeout
         self._tail = bytearray()
         self._tail_lock = threading.Lock()
@@ -343,14 +367,114 @@ class PortProcess:
 
     def request(self, body: dict[str, Any], unsupported: bool = False) -> dict[str, Any]:
         """The answer to ``body``; a ``ProtocolError`` (and the process killed,
-        so it is never read half-way again) when it breaks the protocol."""
+        so it is never read half-way again) when it breaks the protocol. A
+        request already sent ahead (``send_ahead``) takes its answer from its
+        message's; ``body`` must then be the next one sent."""
+        self._ahead_lost = False
         try:
-            reply = self._exchange(body, unsupported)
+            reply = self._take(body, unsupported) if self._ahead else self._exchange(body, unsupported)
+        except _Gone as gone:
+            if not self._ahead_lost:
+                self.kill()
+                raise ProtocolError(str(gone) + self._stderr_tail(), at_start=self.answered == 0) from None
+            self.kill()
+            raise MessageLost(str(gone) + self._stderr_tail(), at_start=self.answered == 0) from None
         except _Broken as broken:
             self.kill()
             raise ProtocolError(str(broken) + self._stderr_tail(), at_start=self.answered == 0) from None
         self.answered += 1
         return reply
+
+    # -------------------------------------------------------------- pipelining
+
+    def next_ahead(self) -> dict[str, Any] | None:
+        """The next request sent ahead whose answer is not taken, if any."""
+        return self._ahead[0][1] if self._ahead else None
+
+    @property
+    def in_flight(self) -> int:
+        """Messages sent ahead whose answers are not all taken."""
+        return len(self._messages)
+
+    def send_ahead(self, requests: list[tuple[dict[str, Any], str]]) -> None:
+        """Send ``requests`` (each body, and its ``request_line`` without an
+        id) as one message, a JSON array of requests; their answers are
+        taken, in order, by the next ``request`` calls."""
+        assert 0 < len(requests) <= MAX_BATCH
+        first = self.next_id
+        self.next_id += len(requests)
+        lines = (f'{{"id": {first + i}, {line[1:]}' for i, (_, line) in enumerate(requests))
+        line = "[" + ", ".join(lines) + "]\n"
+        bodies = [body for body, _ in requests]
+        self._waiting = self.op_timeout * len(bodies)
+        with contextlib.suppress(_Broken):  # it is gone: the first answer taken says so, at its request
+            self._write(line.encode(), time.monotonic() + self._waiting)
+        self._messages.append(_Message(first, len(bodies)))
+        self._ahead.extend((first + i, body) for i, body in enumerate(bodies))
+
+    def abandon(self) -> None:
+        """Read and drop the answers to every request sent ahead (a trace that
+        stopped before its end); a port that does not answer them is killed."""
+        self._ahead.clear()
+        while self._messages:
+            message = self._messages.popleft()
+            if message.answers is None:
+                try:
+                    self._read_message(message)
+                except _Broken:
+                    self._messages.clear()
+                    self.kill()
+
+    _ahead_lost = False  # the message being read got no whole answer
+
+    def _take(self, body: dict[str, Any], unsupported: bool) -> dict[str, Any]:
+        request_id, sent = self._ahead.popleft()
+        if sent != body:  # the compare loop and the plan disagree: verify's own bug
+            raise AssertionError(f"request {request_id} was sent ahead as {sent}, but {body} is asked")
+        message = self._messages[0]
+        if message.answers is None:
+            self._ahead_lost = True
+            message.answers = self._read_message(message)
+            self._ahead_lost = False
+        position = request_id - message.first
+        if position == message.count - 1:
+            self._messages.popleft()
+        if position >= len(message.answers):
+            raise _Broken(
+                f"the answer to the message of requests {message.first}-{message.first + message.count - 1} "
+                f"holds {len(message.answers)} answers: none for request {request_id} ({_shown(sent)})"
+            )
+        try:
+            reply = check_answer(str(body["op"]), message.answers[position], request_id, unsupported)
+        except _Broken as broken:
+            raise _Broken(f"{broken} (request {request_id} of a message: {_shown(sent)})") from None
+        if position == message.count - 1 and len(message.answers) > message.count:
+            raise _Broken(
+                f"the answer to the message of requests {message.first}-{request_id} holds "
+                f"{len(message.answers)} answers for its {message.count} requests"
+            )
+        return reply
+
+    def _read_message(self, message: _Message) -> list[Any]:
+        """The answer line of a message: a JSON array of answers."""
+        self._waiting = self.op_timeout * message.count
+        line = self._read_line(time.monotonic() + self._waiting)
+        last = message.first + message.count - 1
+        try:
+            # No walk for the nesting limit: an answer nested deeper than a
+            # well-formed one is refused by check_answer's shapes anyway.
+            answers = json.loads(line.decode("utf-8"))
+        except RecursionError:
+            raise _Broken(f"the answer to the message of requests {message.first}-{last} is nested too deep") from None
+        except (UnicodeDecodeError, ValueError) as error:
+            raise _Broken(
+                f"the answer to the message of requests {message.first}-{last} is not JSON ({error}): {_show(line)}"
+            ) from None
+        if not isinstance(answers, list):
+            raise _Broken(
+                f"the answer to the message of requests {message.first}-{last} must be a JSON array: {_show(line)}"
+            )
+        return answers
 
     def _exchange(self, body: dict[str, Any], unsupported: bool = False, any_error: bool = False) -> dict[str, Any]:
         request_id = self.next_id
@@ -384,7 +508,14 @@ class PortProcess:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise _Gone(f"the port took no input for {self._waiting:g} s")
-            _, ready, _ = select.select([], [self._in], [], left)
+            # Its answers are read meanwhile: a port writing a long answer
+            # does not read its input until that is taken.
+            readable, ready, _ = select.select([self._out] if self._messages else [], [self._in], [], left)
+            if readable:
+                chunk = os.read(self._out, 1 << 20)
+                if not chunk:
+                    raise _Gone(f"the port ended its output{self._exit_status()}")
+                self._pending += chunk
             if not ready:
                 continue
             try:
@@ -464,6 +595,8 @@ class PortProcess:
     # ------------------------------------------------------------- the end
 
     def kill(self) -> None:
+        self._ahead.clear()  # nothing sent ahead is answered now
+        self._messages.clear()
         self._end_group()  # the port and its children at once, before it is reaped and its pid freed
         if self.process.poll() is None:
             self.process.kill()
@@ -492,6 +625,20 @@ class PortProcess:
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
+
+
+@dataclass
+class _Message:
+    """Requests sent ahead as one message: their ids, and its answers once read."""
+
+    first: int
+    count: int
+    answers: list[Any] | None = None
+
+
+def _shown(body: dict[str, Any]) -> str:
+    line = request_line(body)
+    return line if len(line) <= 300 else line[:300] + "..."
 
 
 def request_line(request: dict[str, Any]) -> str:
@@ -527,14 +674,69 @@ def _raise_for(reply: dict[str, Any]) -> None:
 
 class ProcessStore:
     """A store inside a port process, with the Python store API (the calls of
-    the ops the port declared)."""
+    the ops the port declared).
 
-    def __init__(self, port: PortProcess, max_bytes: Any, object_nbytes: Any) -> None:
+    Given a ``Plan`` (the trace's calls to come) and a port that declared
+    ``batch``, it sends them ahead in messages, at most two in flight, and
+    each call takes its answer from them: the compare loop makes the same
+    calls and judges the same answers as without one. A message that gets no
+    whole answer is replayed: the port is started again, sent the trace's
+    calls answered so far one at a time (each must answer as before), and
+    the rest goes one request at a time, so a crash is seen at its request."""
+
+    def __init__(
+        self,
+        port: PortProcess,
+        max_bytes: Any,
+        object_nbytes: Any,
+        plan: Plan | None = None,
+        restart: Callable[[], PortProcess] | None = None,
+    ) -> None:
         self.port = port
-        _raise_for(port.request({"op": "new", "max_bytes": max_bytes, "object_nbytes": object_nbytes}))
+        self._plan = plan
+        self._restart = restart  # a new port process with the same handshake (Ports.restart)
+        # What each op answered so far, for the replay after a lost message.
+        self._answered: list[tuple[dict[str, Any], object]] = []
+        new = {"op": "new", "max_bytes": max_bytes, "object_nbytes": object_nbytes}
+        if plan is not None:
+            plan.first = new
+            plan.nbytes = object_nbytes if type(object_nbytes) is int and object_nbytes > 0 else 0
+        reply = self._request(new)
+        if "error" in reply and self._plan is not None:  # the ops sent ahead meet no store: drop them
+            self._plan = None
+            self.port.abandon()
+        _raise_for(reply)
+
+    def _request(self, body: dict[str, Any], unsupported: bool = False) -> dict[str, Any]:
+        plan = self._plan
+        if plan is None:
+            return self.port.request(body, unsupported)
+        if plan.more() and self.port.in_flight <= 1:
+            self.port.send_ahead(plan.next_message())
+        try:
+            reply = self.port.request(body, unsupported)
+        except MessageLost:
+            return self._replay(body, unsupported)
+        if body["op"] != "snapshot":
+            self._answered.append((body, _fingerprint(reply)))
+        return reply
+
+    def _replay(self, body: dict[str, Any], unsupported: bool) -> dict[str, Any]:
+        self._plan = None
+        assert self._restart is not None
+        self.port = self._restart()
+        for number, (sent, seen) in enumerate(self._answered, start=1):
+            again = self.port.request(sent)
+            if _fingerprint(again) != seen:
+                self.port.kill()
+                raise ProtocolError(
+                    f"a pipelined message got no answer, and the port started again answered request {number} "
+                    f"of the trace ({_shown(sent)}) otherwise: {seen!r} then {_fingerprint(again)!r}"
+                )
+        return self.port.request(body, unsupported)
 
     def _call(self, op: Op | str, **fields: Any) -> Any:
-        reply = self.port.request(op_to_json(op) if not isinstance(op, str) else {"op": op, **fields})
+        reply = self._request(op_to_json(op) if not isinstance(op, str) else {"op": op, **fields})
         _raise_for(reply)
         return reply["ok"]
 
@@ -555,6 +757,10 @@ class ProcessStore:
         return len(data)
 
     def close(self) -> None:
+        plan = self._plan
+        if plan is not None and (plan.more() or self.port.next_ahead() not in (None, CLOSE)):
+            self._plan = None  # the trace stopped before its end: the calls sent ahead are not made
+            self.port.abandon()
         self._call(Close())
 
     def flush(self) -> None:
@@ -581,7 +787,7 @@ class ProcessStore:
         self._call("exit")
 
     def snapshot(self) -> StoreSnapshot | None:
-        reply = self.port.request({"op": "snapshot"}, unsupported=True)
+        reply = self._request({"op": "snapshot"}, unsupported=True)
         if reply.get("error") == "unsupported":
             return None
         _raise_for(reply)
@@ -589,6 +795,79 @@ class ProcessStore:
         entries = tuple((k, bytes.fromhex(p)) for k, p in value["entries"])
         references = tuple((k, n) for k, n in value["references"])
         return StoreSnapshot(entries, references, value["closed"])
+
+
+def _fingerprint(reply: dict[str, Any]) -> object:
+    """What a replayed answer must repeat: the error kind, or (a hash of) the value."""
+    if "error" in reply:
+        return ("error", reply["error"])
+    value = reply["ok"]
+    return ("ok", hash(value) if isinstance(value, (str, int, type(None))) else json.dumps(value, sort_keys=True))
+
+
+class Plan:
+    """The requests a trace will make, in the order the compare loop makes
+    them (``new``, each op, a ``snapshot`` after each op whose state is
+    observed), cut into messages of at most ``MAX_BATCH`` requests whose
+    bytes, and a bound on their answer's, stay within the batch limits."""
+
+    def __init__(self, ops: tuple[Op, ...], observed: Callable[[int], bool], snapshots: bool) -> None:
+        self.ops, self.observed, self.snapshots = ops, observed, snapshots
+        self.first: dict[str, Any] | None = None  # the new request, sent in the first message
+        self.nbytes = 0  # the store's object size, once known: a read answers twice that per key
+        self._next = 0  # the next op to send
+        self._put_bytes = 0  # the bytes of the puts sent: a snapshot's answer is at most 4 times that
+
+    def more(self) -> bool:
+        return self.first is not None or self._next <= len(self.ops)  # the close after the last op too
+
+    def next_message(self) -> list[tuple[dict[str, Any], str]]:
+        """The next message's requests: each body, and its line without an id."""
+        bodies: list[tuple[dict[str, Any], str]] = []
+        sent = answer = 0
+        if self.first is not None:
+            bodies.append((self.first, request_line(self.first)))
+            self.first = None
+        while self._next < len(self.ops) and len(bodies) < MAX_BATCH - 1:
+            op = self.ops[self._next]
+            body = _wire(op)
+            line = request_line(body)
+            size = len(line)
+            reads = getattr(op, "keys", ())
+            bound = 2 * size + 64 + (2 * len(reads) * self.nbytes if isinstance(op, (Get, ReadInto)) else 0)
+            if isinstance(op, Put):
+                self._put_bytes += size
+            snapshot = self.snapshots and self.observed(self._next)
+            if snapshot:
+                bound += 4 * self._put_bytes + 200
+            if bodies and (sent + size > BATCH_REQUEST_BYTES or answer + bound > BATCH_ANSWER_BYTES):
+                if isinstance(op, Put):
+                    self._put_bytes -= size
+                break
+            bodies.append((body, line))
+            if snapshot:
+                bodies.append((SNAPSHOT, '{"op": "snapshot"}'))
+            sent, answer = sent + size, answer + bound
+            self._next += 1
+        if self._next == len(self.ops) and len(bodies) < MAX_BATCH:
+            bodies.append((CLOSE, '{"op": "close"}'))  # the compare loop closes the store after the last op
+            self._next += 1
+        return bodies
+
+
+CLOSE: dict[str, Any] = {"op": "close"}
+SNAPSHOT: dict[str, Any] = {"op": "snapshot"}
+_PYTHON_ONLY = ("form", "payloads", "shape")  # how a Python caller passes the values: never sent
+
+
+def _wire(op: Op) -> dict[str, Any]:
+    """The request ``op`` makes through ``ProcessStore``'s calls."""
+    body = op_to_json(op)
+    for name in _PYTHON_ONLY:
+        body.pop(name, None)
+    if isinstance(op, Contains):
+        body["key"] = plain_key(op.key) if isinstance(op.key, str) else op.key
+    return body
 
 
 class Ports:
@@ -604,15 +883,29 @@ class Ports:
             found = V1
         self.handshake = found
 
-    def store(self, max_bytes: Any, object_nbytes: Any) -> ProcessStore:
+    def store(self, max_bytes: Any, object_nbytes: Any, plan: Plan | None = None) -> ProcessStore:
         if not self.port.alive():
-            self.port = PortProcess(self.command, self.op_timeout, self.port.answered)
-            if self.handshake.protocol > 1:
-                again = self.port.hello()
-                if again != self.handshake:
-                    self.port.kill()
-                    raise ProtocolError(f"the restarted port declared {again}, the first one {self.handshake}")
-        return ProcessStore(self.port, max_bytes, object_nbytes)
+            self.restart()
+        return ProcessStore(self.port, max_bytes, object_nbytes, plan, self.restart)
+
+    def restart(self) -> PortProcess:
+        """A new port process (the old one is killed), with the same handshake."""
+        if self.port.alive():
+            self.port.kill()
+        self.port = PortProcess(self.command, self.op_timeout, self.port.answered)
+        if self.handshake.protocol > 1:
+            again = self.port.hello()
+            if again != self.handshake:
+                self.port.kill()
+                raise ProtocolError(f"the restarted port declared {again}, the first one {self.handshake}")
+        return self.port
+
+    def ahead(self, ops: tuple[Any, ...], observed: Callable[[int], bool]) -> Callable[[Any, Any], ProcessStore]:
+        """A factory whose store sends ``ops`` ahead (``Target.ahead``)."""
+        snapshots = "snapshot" in self.handshake.capabilities
+        return lambda max_bytes, object_nbytes: self.store(
+            max_bytes, object_nbytes, Plan(ops, observed, snapshots) if ops else None
+        )
 
     def close(self) -> None:
         self.port.close()
@@ -643,7 +936,8 @@ def process_target(command: str, op_timeout: float = 5.0) -> ProcessTarget:
     shake = ports.handshake
     observe: Observe | None = (lambda store: store.snapshot()) if "snapshot" in shake.capabilities else None
     label = f"process {command!r}" + (f" (protocol {shake.protocol})" if shake.protocol > 1 else "")
-    return ProcessTarget(Target(label, ports.store, observe, shake.features), ports)
+    ahead = ports.ahead if "batch" in shake.capabilities else None
+    return ProcessTarget(Target(label, ports.store, observe, shake.features, ahead=ahead), ports)
 
 
 def process_factory(command: str, op_timeout: float = 5.0) -> tuple[Callable[[Any, Any], ProcessStore], Ports]:
@@ -673,6 +967,7 @@ def offer_of(target: Target) -> Offer:
         found.add("snapshot")
     if target.background is not None:
         found.add("background")
+    found.add("batch")  # serve answers a message of many requests in one line
     return Offer(frozenset(found), target.observe)
 
 
@@ -712,20 +1007,28 @@ def serve(
             return SERVED
         number += 1
         where = f"request line {number}"
+        answers: list[str] = []
         try:
-            request = _request(raw, where)
-            if request is None:
+            parsed = _request(raw, where)
+            if parsed is None:
                 continue
-            reply = _answer(request, store, factory, where, offer)
+            batch = isinstance(parsed, list)
+            if batch and (offer is None or "batch" not in offer.capabilities):
+                raise TraceError(f"{where}: a message of many requests, but this port did not declare 'batch'")
+            for request in parsed if isinstance(parsed, list) else [parsed]:
+                if batch and request.get("op") == "hello":
+                    raise TraceError(f"{where}: hello inside a message of many requests")
+                reply = _answer(request, store, factory, where, offer)
+                if "store" in reply:
+                    store = reply.pop("store")
+                answers.append(json.dumps({"id": request["id"], **reply}))
         except TraceError as error:
             print(f"auxspec serve: {error}", file=err)
             return NOT_PROTOCOL
         except _TargetRaised as error:
             print(f"auxspec serve: {where}: {error}", file=err)
             return TARGET_RAISED
-        if "store" in reply:
-            store = reply.pop("store")
-        stdout.write(json.dumps({"id": request["id"], **reply}) + "\n")
+        stdout.write(("[" + ", ".join(answers) + "]" if batch else answers[0]) + "\n")
         stdout.flush()
 
 
@@ -733,9 +1036,9 @@ class _TargetRaised(Exception):
     """The target raised an exception that no error kind stands for."""
 
 
-def _request(raw: str | bytes, where: str) -> dict[str, Any] | None:
-    """The request of one line (None for a blank one); a ``TraceError`` for a
-    line that is not one."""
+def _request(raw: str | bytes, where: str) -> dict[str, Any] | list[dict[str, Any]] | None:
+    """The request of one line, or the requests of a message (None for a
+    blank line); a ``TraceError`` for a line that is neither."""
     ended = raw.endswith(b"\n") if isinstance(raw, bytes) else raw.endswith("\n")
     if len(raw) > MAX_LINE and not ended:
         raise TraceError(f"{where}: longer than the protocol's {MAX_LINE} bytes (the rest was not read)")
@@ -749,6 +1052,12 @@ def _request(raw: str | bytes, where: str) -> dict[str, Any] | None:
         request = parse_json(text)
     except ValueError as error:
         raise TraceError(f"{where}: not JSON ({error})") from None
+    if isinstance(request, list):  # a pipelined message (docs/protocol.md, "Pipelining")
+        if not 0 < len(request) <= MAX_BATCH:
+            raise TraceError(f"{where}: a message holds 1 to {MAX_BATCH} requests, not {len(request)}")
+        if not all(isinstance(r, dict) and type(r.get("id")) is int for r in request):
+            raise TraceError(f"{where}: each request of a message needs an integer id")
+        return request
     if not isinstance(request, dict) or type(request.get("id")) is not int:
         raise TraceError(f"{where}: needs an integer id")
     return request

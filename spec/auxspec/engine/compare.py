@@ -483,8 +483,12 @@ def _run(
     semantics = semantics or model
     built = initial_state(trace, semantics)
     want_new: Outcome = built if isinstance(built, Err) else Ok()
+    factory = target.factory
+    if target.ahead is not None and ops is None and not isinstance(built, Err):  # a held trace, a store built
+        last_op = len(trace.ops) - 1
+        factory = target.ahead(trace.ops, lambda i: every == 1 or i == last_op or i % every == every - 1)
     try:
-        store, got_new = construct(target.factory, trace, target.errors)
+        store, got_new = construct(factory, trace, target.errors)
     except (MemoryError, NotRunnable) as error:  # NotRunnable: a port process's "resources" answer
         short = error if isinstance(error, NotRunnable) else _not_runnable("the constructor", error, trace)
         if not needs_memory(trace):

@@ -76,6 +76,10 @@ def bytes_needed(trace: Any) -> int:
     return min(max_bytes // nbytes, len(keys)) * nbytes
 
 
+# (the ops to come, whether the state is observed after op i) -> (max_bytes, object_nbytes) -> store
+Ahead = Callable[[tuple[Any, ...], Callable[[int], bool]], Callable[[Any, Any], Any]]
+
+
 @dataclass(frozen=True)
 class Target:
     """A store implementation to verify: how to build one, how to see its
@@ -95,6 +99,12 @@ class Target:
     # A port's own exception classes and the error kind each stands for,
     # tried before the structural rules of reference.binding.classify.
     errors: Errors = ()
+    # A factory given the calls to come (a trace's ops, and after which of
+    # them the state is observed), for a target that can send them ahead: a
+    # port process that pipelines (docs/protocol.md, "Pipelining"). None:
+    # every call is made when the compare loop reaches it.
+    ahead: Ahead | None = None
+
 
 UPSTREAM_ENV = "AUXSTORE_UPSTREAM"
 _UPSTREAM_RELATIVE = Path("..") / "shared" / "upstream" / "vllm_store.py"
@@ -189,7 +199,6 @@ def observe_vllm(store: Any) -> StoreSnapshot:
         (key, arena[slot * size : (slot + 1) * size] if slot >= 0 else b"") for key, slot in store._lru.items()
     )
     return StoreSnapshot(entries=entries, references=tuple(sorted(store._references.items())), closed=False)
-
 
 
 def load_target(spec: str | None) -> Target:
