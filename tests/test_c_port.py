@@ -25,7 +25,9 @@ import pytest
 
 from auxspec import cli
 from auxspec.drivers import verify
+from auxspec.drivers.protocol import process_target
 from auxspec.engine.codec import decode
+from auxspec.engine.compare import compare
 from auxspec.engine.expect import expected_new, expected_outcomes
 from auxspec.engine.ops import CORE, Close, Get, Op, Put, ReadInto, Trace
 from auxspec.engine.table import trace_needs
@@ -417,3 +419,47 @@ def test_an_op_without_a_store_ends_the_port_with_status_3(port: Port, first: st
     status, stderr = port.finish()
     assert status == 3
     assert "before any store" in stderr
+
+
+# ------------------------------------------------------------- pipelining
+
+
+@pytest.mark.timeout(120)
+def test_pipelined_traces_match_the_model(auxport: Path) -> None:
+    """With --batch the port speaks protocol 2 and takes messages of many
+    requests (docs/protocol.md, "Pipelining"); the compare loop judges its
+    answers with snapshots after every op, as it judges lone answers."""
+    made = process_target(f"{shlex.quote(str(auxport))} --batch")
+    try:
+        assert made.handshake.capabilities == {"batch", "read_into", "snapshot"}
+        assert made.target.ahead is not None  # the traces go in messages
+        rng = random.Random(20261207)
+        for number in range(300):
+            data = rng.randbytes(rng.randint(4, 200))
+            found = compare(decode(data, "strict", made.target.features), made.target)
+            assert found is None, f"trace {number} (input {data.hex()}): {found.render()}"
+    finally:
+        made.close()
+
+
+def test_without_batch_the_port_stays_protocol_1(auxport: Path) -> None:
+    made = process_target(shlex.quote(str(auxport)))
+    try:
+        assert made.handshake.protocol == 1 and made.target.ahead is None
+    finally:
+        made.close()
+
+
+def test_the_documented_message(auxport: Path) -> None:
+    doc = (ROOT / "docs" / "protocol.md").read_text()
+    section = doc.split("## Pipelining: the `batch` capability", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    sent = [line[2:] for line in section.splitlines() if line.startswith("> ")]
+    answered = [json.loads(line[2:]) for line in section.splitlines() if line.startswith("< ")]
+    lines = "\n".join(['{"id": 1, "op": "hello", "protocol": 2}', *sent]) + "\n"
+    done = subprocess.run(
+        [str(auxport), "--batch"], input=lines, capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    got = [json.loads(line) for line in done.stdout.splitlines()[1:]]
+    strip = [[{k: v for k, v in a.items() if k != "message"} for a in answers] for answers in got]
+    assert strip == [[{k: v for k, v in a.items() if k != "message"} for a in answers] for answers in answered]

@@ -3,7 +3,8 @@
  * protocol of docs/protocol.md on stdin/stdout, with the `strict` semantics of
  * spec/auxspec/models/sequential.py (docs/semantics.md teaches it).
  *
- * One request line in, one response line out. A line that is not a request of
+ * One request line in, one response line out (with --batch, a line may also
+ * be a message: an array of requests, answered by an array in one line). A line that is not a request of
  * the protocol (bad JSON, unknown op, a field of the wrong shape, an op before
  * any store) is reported on stderr and ends the process with status 3, as
  * `auxspec serve` does; running out of memory ends it with status 4.
