@@ -27,8 +27,8 @@ from auxspec.engine.target import load_target
 PY = shlex.quote(sys.executable)
 
 # A port: auxspec serve over the bundled store, its lines logged ("message N"
-# or "single"), and its answers to messages bent by MODE (argv[1]): drop or
-# double the answer to a get of ["x"]; crash (exit 5) on a get of ["boom"].
+# or "single"), and its answers to messages bent by MODE (argv[1]): drop,
+# double or (wrong) answer b"" to a get of ["x"]; crash (exit 5) on a get of ["boom"].
 PORT = """
 import io, json, os, sys
 from auxspec.drivers.protocol import Offer, offer_of, serve
@@ -58,14 +58,16 @@ class In:
 
 class Out(io.TextIOBase):
     def write(self, text):
-        if text.startswith("[") and MODE in ("drop", "double"):
+        if text.startswith("[") and MODE in ("drop", "double", "wrong"):
             answers = json.loads(text)
             at = marked(last, "x")
             if at is not None:
                 if MODE == "drop":
                     del answers[at]
-                else:
+                elif MODE == "double":
                     answers.insert(at, answers[at])
+                else:
+                    answers[at] = {"id": answers[at]["id"], "ok": ""}
             text = json.dumps(answers) + "\\n"
         sys.stdout.write(text)
         return len(text)
@@ -204,3 +206,19 @@ def test_serve_refuses_a_message_that_is_not_the_protocol(line: str) -> None:
     no_batch = protocol.Offer(offer_of(target).capabilities - {"batch"}, target.observe)
     good = '[{"id": 3, "op": "close"}]'
     assert serve(target.factory, io.StringIO(hello + new + good + "\n"), io.StringIO(), io.StringIO(), no_batch) == 3
+
+
+def test_a_wrong_answer_in_a_message_leaves_the_port_in_step(port: tuple[Path, Path]) -> None:
+    # The trace stops at the wrong answer; the rest of its message's answers
+    # are read and dropped, so the same process serves the next trace.
+    made = _start(port, "wrong")
+    try:
+        found = compare(Trace("strict", 4, 2, (Put(AX), Get(("x",)), Get(("a",)), Get(("a",)))), made.target)
+        assert found is not None and found.step == 1, found
+        assert "missing" in found.expected and "ok" in found.actual, found.render()
+        again = compare(Trace("strict", 4, 2, (Put(AX), Get(("a",)), Get(("a",)))), made.target)
+        assert again is None, again.render()
+    finally:
+        made.close()
+    lines = _lines(port)
+    assert lines == ["single", "message 10", "single", "message 8"], lines  # no second handshake

@@ -418,13 +418,16 @@ class PortProcess:
 
     def abandon(self) -> None:
         """Read and drop the answers to every request sent ahead (a trace that
-        stopped before its end); a port that does not answer them is killed."""
+        stopped before its end, perhaps for the phase's time: so within one
+        per-op timeout in all); a port that does not answer them by then is
+        killed, to be started again for the next store."""
         self._ahead.clear()
+        deadline = time.monotonic() + self.op_timeout
         while self._messages:
             message = self._messages.popleft()
             if message.answers is None:
                 try:
-                    self._read_message(message)
+                    self._read_message(message, deadline)
                 except _Broken:
                     self._messages.clear()
                     self.kill()
@@ -463,10 +466,11 @@ class PortProcess:
             )
         return reply
 
-    def _read_message(self, message: _Message) -> list[Any]:
-        """The answer line of a message: a JSON array of answers."""
+    def _read_message(self, message: _Message, deadline: float | None = None) -> list[Any]:
+        """The answer line of a message, a JSON array of answers, within the
+        per-op timeout times its requests (or by ``deadline``)."""
         self._waiting = self.op_timeout * message.count
-        line = self._read_line(time.monotonic() + self._waiting)
+        line = self._read_line(time.monotonic() + self._waiting if deadline is None else deadline)
         last = message.first + message.count - 1
         try:
             # No walk for the nesting limit: an answer nested deeper than a
