@@ -12,6 +12,7 @@ import shlex
 import sys
 import textwrap
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -35,7 +36,7 @@ from auxspec.drivers.protocol import Offer, offer_of, serve
 from auxspec.engine.target import load_target
 
 MODE, LOG = sys.argv[1], open(sys.argv[2], "a")
-target = load_target(None)
+target = load_target(sys.argv[3] if len(sys.argv) > 3 else None)
 offer = offer_of(target)
 if MODE == "no-batch":
     offer = Offer(offer.capabilities - {"batch"}, offer.observe)
@@ -86,18 +87,19 @@ def port(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     yield script, tmp_path / "lines.log"
 
 
-def _start(port: tuple[Path, Path], mode: str) -> ProcessTarget:
+def _start(port: tuple[Path, Path], mode: str, served: Path | None = None) -> ProcessTarget:
     script, log = port
-    return process_target(f"{PY} {shlex.quote(str(script))} {mode} {shlex.quote(str(log))}", op_timeout=5)
+    what = f" {shlex.quote(str(served))}" if served is not None else ""
+    return process_target(f"{PY} {shlex.quote(str(script))} {mode} {shlex.quote(str(log))}{what}", op_timeout=5)
 
 
 def _lines(port: tuple[Path, Path]) -> list[str]:
     return port[1].read_text().splitlines()
 
 
-def _traces(count: int, features: frozenset[str]) -> list[Trace]:
+def _traces(count: int, features: frozenset[str], longest: int = 120) -> list[Trace]:
     rng = random.Random(7)
-    return [decode(rng.randbytes(rng.randint(8, 120)), "strict", features) for _ in range(count)]
+    return [decode(rng.randbytes(rng.randint(8, longest)), "strict", features) for _ in range(count)]
 
 
 AX = (("a", b"\x01\x01"),)
@@ -222,3 +224,32 @@ def test_a_wrong_answer_in_a_message_leaves_the_port_in_step(port: tuple[Path, P
         made.close()
     lines = _lines(port)
     assert lines == ["single", "message 10", "single", "message 8"], lines  # no second handshake
+
+
+SUBTLE = Path(__file__).parent / "ports" / "subtle"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", ["a_slot_index_3_bits", "c_count_in_3_bits", "g_keys_stripped"])
+def test_pipelining_hides_no_catch_of_a_subtle_port(port: tuple[Path, Path], name: str) -> None:
+    # A subtle buggy port (tests/ports/subtle) in this process picks out the
+    # traces that catch it, and 20 that do not; served with and without
+    # batch, the same of those diverge, at the same step, with the same outcomes.
+    served = SUBTLE / f"{name}.py"
+    found: dict[str, list[tuple[int, int, object, object]]] = {}
+    for mode in ("good", "no-batch"):
+        made = _start(port, mode, served)
+        try:
+            assert ("batch" in made.handshake.capabilities) == (mode == "good")
+            if not found:
+                here = replace(load_target(str(served)), features=made.target.features)
+                traces = _traces(300, made.target.features, 200)
+                caught = [(i, compare(trace, here)) for i, trace in enumerate(traces)]
+                found["in-process"] = [(i, d.step, d.want, d.got) for i, d in caught if d is not None]
+                chosen = [i for i, d in caught if d is not None] + [i for i, d in caught if d is None][:20]
+            seen = [(i, compare(traces[i], made.target)) for i in sorted(chosen)]
+            found[mode] = [(i, d.step, d.want, d.got) for i, d in seen if d is not None]
+        finally:
+            made.close()
+    assert found["in-process"], f"{name}: no trace of these catches it, so the test shows nothing"
+    assert found["good"] == found["no-batch"] == found["in-process"]
