@@ -104,6 +104,8 @@ MAX_ANSWER_INT = 1 << 63  # an integer in an answer beyond this is not a count a
 # below the line limit: its requests' bytes, and a bound on its answer's.
 MAX_BATCH = 1024
 BATCH_REQUEST_BYTES = 1 << 20
+FIRST_BATCH = 64  # requests in a trace's first message; then doubled or halved by how long answers take
+QUICK_MESSAGE, SLOW_MESSAGE = 0.1, 0.5  # seconds
 BATCH_ANSWER_BYTES = 8 << 20
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 _ANSWER_KEYS = {"id", "ok", "error", "message"}
@@ -310,6 +312,7 @@ class PortProcess:
         # order, and the messages whose answers are not all taken yet.
         self._ahead: deque[tuple[int, dict[str, Any]]] = deque()
         self.taken: dict[str, Any] = {}  # the body of the request answered last
+        self.answer_seconds = 0.0  # how long the last message took to be answered
         self._messages: deque[_Message] = deque()
         self._waiting = op_timeout
         self._tail = bytearray()
@@ -413,7 +416,7 @@ class PortProcess:
         self._waiting = self.op_timeout * len(bodies)
         with contextlib.suppress(_Broken):  # it is gone: the first answer taken says so, at its request
             self._write(line.encode(), time.monotonic() + self._waiting)
-        self._messages.append(_Message(first, len(bodies)))
+        self._messages.append(_Message(first, len(bodies), sent=time.monotonic()))
         self._ahead.extend((first + i, body) for i, body in enumerate(bodies))
 
     def abandon(self) -> None:
@@ -446,6 +449,7 @@ class PortProcess:
         if message.answers is None:
             self._ahead_lost = True
             message.answers = self._read_message(message)
+            self.answer_seconds = time.monotonic() - message.sent
             self._ahead_lost = False
         position = request_id - message.first
         if position == message.count - 1:
@@ -661,6 +665,7 @@ class _Message:
     first: int
     count: int
     answers: list[Any] | None = None
+    sent: float = 0.0  # when it was sent (time.monotonic)
 
 
 def _shown(body: dict[str, Any]) -> str:
@@ -739,6 +744,10 @@ class ProcessStore:
         if plan is None:
             return self.port.request(body, unsupported)
         if plan.more() and self.port.in_flight <= 1:
+            if self.port.answer_seconds > SLOW_MESSAGE:
+                plan.limit = max(2, plan.limit // 2)
+            elif self.port.answer_seconds < QUICK_MESSAGE:
+                plan.limit = min(MAX_BATCH, plan.limit * 2)
             self.port.send_ahead(plan.next_message())
         try:
             reply = self.port.request(body, unsupported)
@@ -842,6 +851,10 @@ class Plan:
         self.ops, self.observed, self.snapshots = ops, observed, snapshots
         self.first: dict[str, Any] | None = None  # the new request, sent in the first message
         self.nbytes = 0  # the store's object size, once known: a read answers twice that per key
+        # Requests in the next message: a few at first, doubled while messages
+        # are answered quickly and halved when one is slow, so that a phase
+        # stopped for time waits for at most about a second of the port's work.
+        self.limit = FIRST_BATCH
         self._next = 0  # the next op to send
         self._put_bytes = 0  # the bytes of the puts sent: a snapshot's answer is at most 4 times that
 
@@ -855,7 +868,7 @@ class Plan:
         if self.first is not None:
             bodies.append((self.first, request_line(self.first)))
             self.first = None
-        while self._next < len(self.ops) and len(bodies) < MAX_BATCH - 1:
+        while self._next < len(self.ops) and len(bodies) < min(self.limit, MAX_BATCH) - 1:
             op = self.ops[self._next]
             body = _wire(op)
             line = request_line(body)
