@@ -104,7 +104,9 @@ MAX_ANSWER_INT = 1 << 63  # an integer in an answer beyond this is not a count a
 # below the line limit: its requests' bytes, and a bound on its answer's.
 MAX_BATCH = 1024
 BATCH_REQUEST_BYTES = 1 << 20
-FIRST_BATCH = 64  # requests in a trace's first message; then doubled or halved by how long answers take
+# A trace's first message: at most this many requests and bytes of them; both
+# then doubled or halved by how long answers take (``ProcessStore._request``).
+FIRST_BATCH, FIRST_BATCH_BYTES = 64, 64 << 10
 QUICK_MESSAGE, SLOW_MESSAGE = 0.1, 0.5  # seconds
 BATCH_ANSWER_BYTES = 8 << 20
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")
@@ -745,9 +747,10 @@ class ProcessStore:
             return self.port.request(body, unsupported)
         if plan.more() and self.port.in_flight <= 1:
             if self.port.answer_seconds > SLOW_MESSAGE:
-                plan.limit = max(2, plan.limit // 2)
+                plan.limit, plan.byte_limit = max(2, plan.limit // 2), max(1, plan.byte_limit // 2)
             elif self.port.answer_seconds < QUICK_MESSAGE:
                 plan.limit = min(MAX_BATCH, plan.limit * 2)
+                plan.byte_limit = min(BATCH_REQUEST_BYTES, plan.byte_limit * 2)
             self.port.send_ahead(plan.next_message())
         try:
             reply = self.port.request(body, unsupported)
@@ -854,7 +857,7 @@ class Plan:
         # Requests in the next message: a few at first, doubled while messages
         # are answered quickly and halved when one is slow, so that a phase
         # stopped for time waits for at most about a second of the port's work.
-        self.limit = FIRST_BATCH
+        self.limit, self.byte_limit = FIRST_BATCH, FIRST_BATCH_BYTES
         self._next = 0  # the next op to send
         self._put_bytes = 0  # the bytes of the puts sent: a snapshot's answer is at most 4 times that
 
@@ -880,7 +883,8 @@ class Plan:
             snapshot = self.snapshots and self.observed(self._next)
             if snapshot:
                 bound += 4 * self._put_bytes + 200
-            if bodies and (sent + size > BATCH_REQUEST_BYTES or answer + bound > BATCH_ANSWER_BYTES):
+            too_many = sent + size > min(self.byte_limit, BATCH_REQUEST_BYTES)
+            if bodies and (too_many or answer + bound > BATCH_ANSWER_BYTES):
                 if isinstance(op, Put):
                     self._put_bytes -= size
                 break
