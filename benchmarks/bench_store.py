@@ -305,6 +305,10 @@ def _no_gather() -> None:
     return None
 
 
+# The "for context" figures bench_reads returns, by the run that gives each.
+_CONTEXT = {"object_copies_ms": "object_copies", "memcpy_ms": "memcpy", "bare_gather_ms": "bare_gather"}
+
+
 def bench_reads(aux: Impl, vllm: Impl, cfg: Config) -> tuple[list[Row], dict[str, float]]:
     """get_concatenated on both, auxstore's read_into a reused buffer (in pure
     Python, and with numpy's one-call gather when numpy is installed), and a
@@ -364,6 +368,15 @@ def bench_reads(aux: Impl, vllm: Impl, cfg: Config) -> tuple[list[Row], dict[str
         for _ in range(cfg.read_calls):
             _consume(map(copy_view.__setitem__, floor_targets, floor_sources))
 
+    def bare_gather() -> None:  # one numpy.take of the same rows, no lookup, no bookkeeping: the gather's floor
+        import numpy
+
+        for _ in range(cfg.read_calls):
+            rows = numpy.frombuffer(floor_base, dtype=numpy.uint8).reshape(-1, OBJECT_NBYTES)
+            out = numpy.frombuffer(copy_view, dtype=numpy.uint8).reshape(-1, OBJECT_NBYTES)
+            numpy.take(rows, indices, axis=0, out=out, mode="clip")
+            del rows, out  # their exports of the two buffers, which are released at the end
+
     # A wrong read would make every number meaningless: check once, untimed.
     if aux_store.get_concatenated(keys) != expected or vllm_store.get_concatenated(keys) != expected:
         raise SystemExit("get_concatenated returned the wrong bytes")
@@ -386,6 +399,10 @@ def bench_reads(aux: Impl, vllm: Impl, cfg: Config) -> tuple[list[Row], dict[str
     }
     if gather is not None:
         runs["aux_gather"] = aux_gather
+        bare_gather()
+        if copy_buffer != expected:
+            raise SystemExit("the bare numpy gather is wrong")
+        runs["bare_gather"] = bare_gather
     samples: dict[str, list[float]] = {name: [] for name in runs}
     try:
         for r in range(cfg.repeat):
@@ -443,7 +460,7 @@ def bench_reads(aux: Impl, vllm: Impl, cfg: Config) -> tuple[list[Row], dict[str
                 samples["memcpy"],
             )
         )
-    return rows, {"object_copies_ms": med["object_copies"], "memcpy_ms": med["memcpy"]}
+    return rows, {name: med[run] for name, run in _CONTEXT.items() if run in med}
 
 
 def bench_prefix_reads(aux: Impl, vllm: Impl, cfg: Config) -> list[Row]:
@@ -627,6 +644,12 @@ def main(argv: list[str] | None = None) -> int:
         f"bookkeeping, take {floor['object_copies_ms']:.3g} ms ({floor['memcpy_ms'] / floor['object_copies_ms']:.2f}x "
         f"memcpy's speed); read_into reaches {floor['object_copies_ms'] / read_rows[2].aux:.2f}x of that"
     )
+    if "bare_gather_ms" in floor:
+        print(
+            f"for context: one numpy.take of the same rows from an mmap laid out like the arena, with no bookkeeping, "
+            f"takes {floor['bare_gather_ms']:.3g} ms ({floor['bare_gather_ms'] / floor['memcpy_ms']:.2f}x one memcpy); "
+            f"read_into with the gather takes {read_rows[-1].aux / floor['bare_gather_ms']:.2f}x that"
+        )
     print(f"total {elapsed:.1f} s")
 
     if args.json:
