@@ -1,7 +1,8 @@
 """Growth curves: put, get_concatenated and read_into per object against capacity and pinned fraction.
 
     .venv/bin/python benchmarks/bench_growth.py [--sizes 1000,10000,...] [--pinned 0,0.5,...]
-        [--repeat N] [--object-nbytes B] [--json OUT] [--plot OUT.png|OUT.svg] [--baseline PATH] [--clock wall|cpu]
+        [--repeat N] [--quick] [--object-nbytes B] [--json OUT] [--plot OUT.png|OUT.svg] [--baseline PATH]
+        [--clock wall|cpu]
     .venv/bin/python benchmarks/bench_growth.py --from-json OUT --plot OUT.png   # redraw, measuring nothing
 
 For each capacity (10^3 to 10^6 slots by default), both stores are filled
@@ -67,6 +68,8 @@ BATCH = 16
 READ_KEYS = 256  # keys per timed read (half the store, if it holds fewer than twice that)
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 PINNED = (0.0, 0.5, 0.9, 0.99)
+QUICK_SIZES = (1_000, 4_000)
+QUICK_PINNED = (0.0, 0.9)
 OBJECT_NBYTES = 64
 SEED = 20_261_207
 RETAIN_CHUNK = 4_096  # keys retained per put when pinning more
@@ -319,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", help="comma-separated capacities in slots (default: 10^3 to 10^6)")
     parser.add_argument("--pinned", help="comma-separated pinned fractions, 0 to below 1 (default: 0,0.5,0.9,0.99)")
     parser.add_argument("--repeat", type=int, default=7, metavar="N", help="timed samples per cell and side")
+    parser.add_argument("--quick", action="store_true", help="smoke run: two small sizes, two fractions, 3 samples")
     parser.add_argument("--puts", type=int, default=4, metavar="N", help="puts of 16 objects per timed sample")
     parser.add_argument("--object-nbytes", type=int, default=OBJECT_NBYTES, metavar="B", help="object size")
     parser.add_argument("--json", metavar="OUT", help="also write the cells and the machine's details here")
@@ -342,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     use_clock(args.clock)
     sizes = tuple(int(s.replace("_", "")) for s in args.sizes.split(",")) if args.sizes else SIZES
     fractions = tuple(sorted(float(f) for f in args.pinned.split(","))) if args.pinned else PINNED
+    if args.quick:
+        sizes = sizes if args.sizes else QUICK_SIZES
+        fractions = fractions if args.pinned else QUICK_PINNED
+        args.repeat = 3 if args.repeat == 7 else args.repeat
     if any(s < 2 * BATCH for s in sizes):
         parser.error(f"every size must be at least {2 * BATCH} slots")
     if any(not 0 <= f < 1 for f in fractions):
