@@ -592,7 +592,9 @@ class BlockObjectStore:
         writable C-contiguous buffer) and return the number of bytes written.
 
         Same recency effect as ``get_concatenated``; a buffer that is too small
-        is a ValueError that changes nothing.
+        is a ValueError that changes nothing. With numpy installed (the
+        ``fast`` extra), a large scattered read is copied in one call from C
+        (``auxstore._gather``); what it returns, raises and moves is the same.
         """
         if self._gate is not None:
             self._blocked("read_into")
