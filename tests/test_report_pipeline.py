@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -325,8 +326,6 @@ def test_a_background_report_shows_a_read_by_its_length_not_its_bytes() -> None:
 
 
 def test_a_wrapped_command_runs_as_printed_even_with_a_long_quoted_word() -> None:
-    import shlex
-
     long_word = "a quoted word " * 12
     words = ["printf", shlex.quote("%s|"), shlex.quote(long_word), "next"]
     lines = report.wrapped("run:", words, width=40)
@@ -390,7 +389,7 @@ sys.exit(serve(lambda m, n: ReferenceStore(max_bytes=m, object_nbytes=n), Lines(
 def _crashing_port(tmp_path: Path, crashes: str) -> str:
     script = tmp_path / "crashing_port.py"
     script.write_text(_CRASHING_PORT % crashes, encoding="utf-8")
-    return f"{sys.executable} {script}"
+    return shlex.join([sys.executable, str(script)])  # a checkout's path may hold spaces
 
 
 def test_a_crashed_port_is_shrunk_in_fresh_processes(tmp_path: Path) -> None:
