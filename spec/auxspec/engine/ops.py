@@ -276,3 +276,25 @@ ALL: Features = frozenset({READ_INTO, OBSERVE, STATS, PYTHON})
 # A port behind the process protocol that makes no handshake (protocol 1);
 # one that does (protocol 2) declares its own (drivers.protocol).
 CORE: Features = frozenset({READ_INTO})
+
+
+def runs(ops: tuple[Op, ...], start: int = 0, end: int | None = None) -> list[tuple[int, Op, int]]:
+    """``ops[start:end]`` as runs of the same call made in a row: the index
+    of each run's first op, the op and how many times it is made (what a
+    report prints once with "× N", as a trace file writes it once with
+    ``times``)."""
+    found: list[tuple[int, Op, int]] = []
+    stop = len(ops) if end is None else end
+    for index in range(start, stop):
+        op = ops[index]
+        if found and (found[-1][1] is op or found[-1][1] == op):
+            first, same, count = found[-1]
+            found[-1] = (first, same, count + 1)
+        else:
+            found.append((index, op, 1))
+    return found
+
+
+def numbered(first: int, count: int) -> str:
+    """The 1-based step number of a run of ``count`` ops from index ``first``."""
+    return f"{first + 1}" if count == 1 else f"{first + 1}-{first + count}"
