@@ -20,13 +20,14 @@ Every field is reached through the op table's field kinds
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar, cast
 
 from auxspec.engine.fields import Batch, Form, Key, Keys, Shape
-from auxspec.engine.ops import Bad, Op, Trace
+from auxspec.engine.ops import Bad, Get, Op, Put, Trace, runs
 from auxspec.engine.table import kind_of
 from auxspec.generators.background import Release, Scenario, Step
 
@@ -279,6 +280,79 @@ def _bulk_cuts(
             yield (*kept, last)
 
 
+def entry_count(ops: tuple[Any, ...]) -> int:
+    """How many entries ``ops`` take as a counterexample: a call made many
+    times in a row is one (a vector writes it once with ``times``, a report
+    prints it once with "× N")."""
+    return len(runs(ops))
+
+
+def _reads_of_one_key(trace: Trace, outcomes: tuple[object, ...]) -> Iterator[tuple[Any, ...]]:
+    """The reads that hit made reads of one key that one put stores: as many
+    keys read (a counter of hits or touches counts as far), in two or three
+    entries (one put, reads of ``MERGED_MOST`` keys repeated, the rest), the
+    last op kept. Where the reads' keys are kept stored by puts between them
+    the whole trace goes but for those."""
+    ops = trace.ops
+    size = trace.object_nbytes
+    if len(ops) < 3 or type(size) is not int or size < 0:
+        return
+    read = [
+        op.keys
+        for op, outcome in zip(ops[:-1], outcomes, strict=False)
+        if isinstance(op, Get) and outcome == "ok" and isinstance(op.keys, tuple)
+    ]
+    total = sum(map(len, read))
+    key = next((keys[0] for keys in read if keys and type(keys[0]) is str), None)
+    if key is None or total < 2:
+        return
+    whole, rest = divmod(total, MERGED_MOST)
+    reads = [Get((key,) * MERGED_MOST)] * whole + ([Get((key,) * rest)] if rest else [])
+    yield (Put(((key, bytes(size)),)), *reads, ops[-1])
+
+
+ALIKE_RUNS = 8  # the longest runs that are made alike one at a time, after all of them at once
+
+
+def _alike(ops: tuple[Any, ...], outcomes: tuple[object, ...] | None = None) -> Iterator[tuple[Any, ...]]:
+    """Neighbouring calls made the same call: each run of ops of one kind
+    (and, given ``outcomes``, one outcome: a failing put stays a failing put)
+    with every op replaced by one of them, the run's last, then its first;
+    all runs at once, then the longest runs one at a time. A bug that needs
+    N calls (a counter of puts, of failed puts, maintenance every N puts)
+    keeps its N calls and they become one entry (``times``); the last op is
+    kept as it is."""
+    if len(ops) < 3:
+        return
+    body = ops[:-1]
+    groups: list[list[int]] = []  # [start, end] of each run of one kind and one outcome
+    labels: list[tuple[str, object]] = []
+    for index, op in enumerate(body):
+        kind = "writer" if isinstance(op, Release) else kind_of(op).name
+        label = kind, outcomes[index] if outcomes is not None and index < len(outcomes) else None
+        if labels and labels[-1] == label:
+            groups[-1][1] = index + 1
+        else:
+            groups.append([index, index + 1])
+            labels.append(label)
+    mixed = [
+        (start, end)
+        for (start, end), (kind, _) in zip(groups, labels, strict=True)
+        if kind != "writer" and any(body[i] != body[start] for i in range(start + 1, end))
+    ]
+    picks: tuple[Callable[[int, int], int], ...] = (lambda start, end: end - 1, lambda start, end: start)
+    tried: list[list[Any]] = []
+    chosen_sets = [mixed, *([run] for run in sorted(mixed, key=lambda r: r[0] - r[1])[:ALIKE_RUNS])]
+    for chosen in chosen_sets if mixed else []:
+        for pick in picks:
+            out = list(body)
+            for start, end in chosen:
+                out[start:end] = [body[pick(start, end)]] * (end - start)
+            if out not in tried:
+                tried.append(out)
+                yield (*out, ops[-1])
+
+
 def _key_merges(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
     """Fewer distinct keys: a later key made an earlier one of its type."""
     keys = _distinct_keys(ops)
@@ -317,8 +391,22 @@ def shrink_trace(
     best = cut(trace, failure)
 
     def candidates(now: Trace) -> Iterator[Trace]:
-        kinds = None if outcomes is None else (lambda: outcomes(now))
-        for ops in _bulk_cuts(now.ops, kinds):
+        known: list[tuple[object, ...]] = []  # the spec's outcome kinds of now's ops: a deep trace's take a pass
+
+        def kinds() -> tuple[object, ...]:
+            assert outcomes is not None
+            if not known:
+                known.append(outcomes(now))
+            return known[0]
+
+        # First, as a deep trace's clock allows few tries: the same calls or more in fewer entries, each
+        # kept only when the entries do go down, so the search cannot cycle.
+        entries = entry_count(now.ops)
+        alike = _alike(now.ops, None if outcomes is None else kinds())
+        for ops in itertools.chain(() if outcomes is None else _reads_of_one_key(now, kinds()), alike):
+            if entry_count(ops) < entries:
+                yield replace(now, ops=ops)
+        for ops in _bulk_cuts(now.ops, None if outcomes is None else kinds):
             yield replace(now, ops=ops)
         for ops in _cuts(now.ops):
             yield replace(now, ops=ops)
