@@ -696,13 +696,17 @@ def _finish(args: argparse.Namespace, report: dict[str, Any], code: int, say: An
     return code
 
 
-def _write_shortest(divergence: Divergence, path: Path, name: str, label: str) -> None:
+def _write_shortest(divergence: Divergence, path: Path, name: str, label: str) -> int:
+    """The trace up to the divergence written to ``path`` as a vector; its
+    entries (op lines: a call repeated in a row is one, with ``times``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     trace = divergence.trace
     shortest = type(trace)(trace.profile, trace.max_bytes, trace.object_nbytes, trace.ops[: divergence.step + 1])
     description = f"found by auxspec verify on {label}"
     outcomes = verify.expected_outcomes_of(shortest)  # a deep trace's on the in-place spec: seconds, not minutes
-    traces.write(traces.Vector(name, description, shortest, outcomes, expected_new(shortest)), path)
+    vector = traces.Vector(name, description, shortest, outcomes, expected_new(shortest))
+    traces.write(vector, path)
+    return traces.entry_count(vector)
 
 
 @contextlib.contextmanager
@@ -780,12 +784,19 @@ def _diverged(
     report["found_by"] = phase
     lines = [report_text.headline(divergence, phase)]
     lines += _render(args, divergence).split("\n")
-    lines.append(f"shrunk from {before} to {len(divergence.trace.ops)} ops ({shrunk.tries} tries, {shrunk.ended_by})")
+    calls = len(divergence.trace.ops)
+    shrunk_line = len(lines)
+    lines.append(f"shrunk from {before} to {calls} ops ({shrunk.tries} tries, {shrunk.ended_by})")
     if divergence.deviation:
         lines.append(f"this is vLLM's documented deviation {divergence.deviation}: {DEVIATIONS[divergence.deviation]}")
         lines.append("(--keep-going lists every deviation the target has)")
         report["deviation"] = divergence.deviation
-    _write_shortest(divergence, args.out, name, report["target"])
+    entries = _write_shortest(divergence, args.out, name, report["target"])
+    report["shrink"]["to_entries"] = entries
+    if entries < calls:  # a call made many times in a row is one entry of the vector ("times")
+        lines[shrunk_line] = (
+            f"shrunk from {before} to {calls} ops in {entries} entries ({shrunk.tries} tries, {shrunk.ended_by})"
+        )
     lines.append(f"written to {args.out}")
     if not _replays(args.out, target, fresh if divergence.actual.startswith(verify.BROKE) else None):
         lines.append(
@@ -995,10 +1006,8 @@ def _replay(args: argparse.Namespace, trace: Trace, target: Target, how: str) ->
     if verify.is_deep(trace):  # a deep trace: its calls by their ends, judged on the in-place spec
         print(f"{len(trace.ops):,} calls, judged on the in-place spec (models.incremental); the first and last:")
         print(f"store(max_bytes={trace.max_bytes}, object_nbytes={trace.object_nbytes}, profile={trace.profile})")
-        ends = [*enumerate(trace.ops[:3], 1), None, *enumerate(trace.ops[-6:], len(trace.ops) - 5)]
-        for end in ends:
-            shown = f"  ... {len(trace.ops) - 9:,} calls ..." if end is None else f"{end[0]:>7,}. {describe(end[1])}"
-            print(report_text.clip(shown))
+        for row in report_text.calls_by_ends(trace.ops):
+            print(row)
     else:
         print(printable(explain(trace), newlines=True))
     divergence = _compare(trace, target)

@@ -62,6 +62,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     explain.add_argument("--profile", choices=("strict", "upstream"), default="strict", help="for a fuzzer input")
     explain.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    explain.add_argument("--verbose", action="store_true", help="print long lines whole (plain text)")
 
     play = commands.add_parser(
         "play",
@@ -183,7 +184,7 @@ def explain(args: argparse.Namespace) -> int:
         if stop:
             stop()
     colour = {"always": True, "never": False}.get(args.color)
-    terminal.show(line, sys.stdout, colour)
+    terminal.show(line, sys.stdout, colour, full=args.verbose)
     if args.html:
         try:
             args.html.write_text(page(line), encoding="utf-8")
@@ -220,10 +221,8 @@ def explain_long(trace: Trace, path: Path, target: Target | None) -> int:
     differs are shown with both sides."""
     print(f"{path.name}: {len(trace.ops):,} calls, too many to step through: the first and the last")
     print(f"store(max_bytes={trace.max_bytes}, object_nbytes={trace.object_nbytes}, profile={trace.profile})")
-    for number, op in [*enumerate(trace.ops[:3], 1), *enumerate(trace.ops[-6:], len(trace.ops) - 5)]:
-        if number == len(trace.ops) - 5:
-            print(f"  ... {len(trace.ops) - 9:,} calls ...")
-        print(report_text.clip(f"{number:>7,}. {describe_step(op)}"))
+    for row in report_text.calls_by_ends(trace.ops, describe_step):
+        print(row)
     if target is None:
         print("add --target (or --exec) to run it on a store and see where that store differs")
         return 0
