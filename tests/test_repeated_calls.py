@@ -19,6 +19,7 @@ from auxspec.engine.expect import expected_outcomes
 from auxspec.engine.ops import Get, Op, Put, Stats, Trace, runs
 from auxspec.engine.target import Target, load_target
 from auxspec.engine.traces import TraceError
+from auxspec.generators.background import Release
 
 HEADER = {
     "format": "auxspec-trace",
@@ -164,3 +165,25 @@ def test_a_bug_that_needs_30_puts_is_reported_in_at_most_3_entries() -> None:
     written = traces.vector_from_trace(shrunk.value, "found")
     assert traces.entry_count(written) <= 3
     assert compare(traces.loads(traces.dumps(written)).trace, target) is not None
+
+
+def test_a_background_vector_writes_a_repeated_owner_call_once(tmp_path: Path) -> None:
+    put = Put((("a", b"\x01\x02"),))
+    steps: tuple[Op | int, ...] = (put, put, put, 1, put, Get(("a",)))
+    vector = traces.BackgroundVector("bg", "", "strict", 4, 2, 2, steps)
+    text = traces.dumps_background(vector)
+    header, *lines = (json.loads(line) for line in text.splitlines())
+    assert header["version"] == traces.BACKGROUND_REPEAT_VERSION
+    assert [line.get("times") for line in lines] == [3, None, None, None]  # a writer release breaks the run
+    path = tmp_path / "bg.jsonl"
+    path.write_text(text)
+    assert traces.load_background(path).steps == steps
+    assert shrink.owner_entries(tuple(Release(s) if isinstance(s, int) else s for s in steps)) == 3
+    path.write_text(text.replace('"times": 3', '"times": 0'))
+    with pytest.raises(TraceError, match=r"bg\.jsonl:2: times is a whole number"):
+        traces.load_background(path)
+    path.write_text(text.replace('"version": 2', '"version": 1'))
+    with pytest.raises(TraceError, match=r'bg\.jsonl:2: "times" needs format version 2'):
+        traces.load_background(path)
+    plain = traces.BackgroundVector("bg", "", "strict", 4, 2, 2, (put, 1, put))
+    assert json.loads(traces.dumps_background(plain).splitlines()[0])["version"] == traces.BACKGROUND_VERSION

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 import traceback
@@ -732,10 +733,12 @@ def _limits(path: Path) -> dict[str, str]:
     the bytes its compact payloads make."""
     try:
         size = path.stat().st_size
-        lines = longest = 0
+        lines = longest = calls = 0
         with path.open("rb") as stream:
             for line in stream:
                 lines, longest = lines + 1, max(longest, len(line))
+                repeated = _TIMES.search(line)
+                calls += int(repeated.group(1)) if repeated else 1
     except OSError:
         return {}
     limits: dict[str, str] = {}
@@ -747,7 +750,12 @@ def _limits(path: Path) -> dict[str, str]:
         limits[traces.LINE_VARIABLE] = str(longest)
     if (expanded := traces.expanded_size(path)) > traces.MAX_EXPANDED:
         limits[traces.EXPANDED_VARIABLE] = str(expanded)
+    if calls > traces.MAX_EXPANDED_OPS:
+        limits[traces.EXPANDED_OPS_VARIABLE] = str(calls)
     return limits
+
+
+_TIMES = re.compile(rb'"times": (\d+)\}$')  # how a written line ends when it is repeated (traces.dumps)
 
 
 def _render(args: argparse.Namespace, divergence: Divergence) -> str:
@@ -879,11 +887,19 @@ def _diverged_background(
     shrunk = verify.shrink_background(found, target)
     scenario, violation = shrunk.value, shrunk.failure
     calls = shrink.owner_calls(scenario)
-    report["shrink"] = {"from_ops": before, "to_ops": calls, "tries": shrunk.tries, "ended_by": shrunk.ended_by}
+    entries = shrink.owner_entries(scenario.ops)  # its vector's owner-call lines (a repeated call is one)
+    report["shrink"] = {
+        "from_ops": before,
+        "to_ops": calls,
+        "to_entries": entries,
+        "tries": shrunk.tries,
+        "ended_by": shrunk.ended_by,
+    }
     report["found_by"] = "the background phase"
     lines = [report_text.background_headline(violation, calls)]
     lines += violation.split("\n")[1:]  # its first line is the headline's
-    lines.append(f"shrunk from {before} to {calls} owner calls ({shrunk.tries} tries, {shrunk.ended_by})")
+    in_entries = f" in {entries} entries" if entries < calls else ""
+    lines.append(f"shrunk from {before} to {calls} owner calls{in_entries} ({shrunk.tries} tries, {shrunk.ended_by})")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     vector = scenario_vector(scenario, "background-divergence", f"found by auxspec verify on {report['target']}")
     args.out.write_text(traces.dumps_background(vector), encoding="utf-8")

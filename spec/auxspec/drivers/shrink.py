@@ -317,8 +317,8 @@ ALIKE_RUNS = 8  # the longest runs that are made alike one at a time, after all 
 def _alike(ops: tuple[Any, ...], outcomes: tuple[object, ...] | None = None) -> Iterator[tuple[Any, ...]]:
     """Neighbouring calls made the same call: each run of ops of one kind
     (and, given ``outcomes``, one outcome: a failing put stays a failing put)
-    with every op replaced by one of them, the run's last, then its first;
-    all runs at once, then the longest runs one at a time. A bug that needs
+    with every op replaced by one of them (``_PICKS``); all runs at once,
+    then the longest runs one at a time. A bug that needs
     N calls (a counter of puts, of failed puts, maintenance every N puts)
     keeps its N calls and they become one entry (``times``); the last op is
     kept as it is."""
@@ -340,17 +340,26 @@ def _alike(ops: tuple[Any, ...], outcomes: tuple[object, ...] | None = None) -> 
         for (start, end), (kind, _) in zip(groups, labels, strict=True)
         if kind != "writer" and any(body[i] != body[start] for i in range(start + 1, end))
     ]
-    picks: tuple[Callable[[int, int], int], ...] = (lambda start, end: end - 1, lambda start, end: start)
     tried: list[list[Any]] = []
     chosen_sets = [mixed, *([run] for run in sorted(mixed, key=lambda r: r[0] - r[1])[:ALIKE_RUNS])]
     for chosen in chosen_sets if mixed else []:
-        for pick in picks:
+        for pick in _PICKS:
             out = list(body)
             for start, end in chosen:
-                out[start:end] = [body[pick(start, end)]] * (end - start)
+                out[start:end] = pick(body[start:end])
             if out not in tried:
                 tried.append(out)
                 yield (*out, ops[-1])
+
+
+# How a run is made alike: every call its last; every call its first; every
+# call but the last its first (a bug that needs N calls before a different
+# one: 64 batches, then the one the wrapped sequence number skips).
+_PICKS: tuple[Callable[[tuple[Any, ...]], list[Any]], ...] = (
+    lambda run: [run[-1]] * len(run),
+    lambda run: [run[0]] * len(run),
+    lambda run: [run[0]] * (len(run) - 1) + [run[-1]],
+)
 
 
 def _key_merges(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
@@ -447,6 +456,10 @@ def shrink_scenario(
     def candidates(now: Scenario) -> Iterator[Scenario]:
         if now.ending == "drop":
             yield replace(now, ending="close")
+        entries = owner_entries(now.ops)
+        for ops in _alike(now.ops):  # the same owner calls in fewer entries, as for a sequential trace
+            if owner_entries(ops) < entries:
+                yield replace(now, ops=ops)
         for ops in _bulk_cuts(now.ops):
             yield replace(now, ops=ops)
         for ops in _cuts(now.ops):
@@ -474,3 +487,13 @@ def shrink_scenario(
 def owner_calls(scenario: Scenario) -> int:
     """How many owner calls a scenario makes (its length as a counterexample)."""
     return sum(1 for step in scenario.ops if not isinstance(step, Release))
+
+
+def owner_entries(steps: tuple[Step, ...]) -> int:
+    """The owner-call lines of a background vector of ``steps``: a call made
+    many times in a row (no writer release between) is one, with ``times``."""
+    count = 0
+    for index, step in enumerate(steps):
+        if not isinstance(step, Release) and (index == 0 or steps[index - 1] != step):
+            count += 1
+    return count

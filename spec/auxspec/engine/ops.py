@@ -41,7 +41,7 @@ its JSON, how it is shown) is in its row of ``auxspec.engine.table``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 
 @dataclass(frozen=True)
@@ -278,12 +278,15 @@ ALL: Features = frozenset({READ_INTO, OBSERVE, STATS, PYTHON})
 CORE: Features = frozenset({READ_INTO})
 
 
-def runs(ops: tuple[Op, ...], start: int = 0, end: int | None = None) -> list[tuple[int, Op, int]]:
+_Call = TypeVar("_Call")
+
+
+def runs(ops: tuple[_Call, ...], start: int = 0, end: int | None = None) -> list[tuple[int, _Call, int]]:
     """``ops[start:end]`` as runs of the same call made in a row: the index
     of each run's first op, the op and how many times it is made (what a
     report prints once with "× N", as a trace file writes it once with
     ``times``)."""
-    found: list[tuple[int, Op, int]] = []
+    found: list[tuple[int, _Call, int]] = []
     stop = len(ops) if end is None else end
     for index in range(start, stop):
         op = ops[index]

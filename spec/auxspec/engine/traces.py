@@ -874,13 +874,14 @@ def _ops(lines: Iterator[tuple[int, str]], header: Header, source: str) -> Itera
             yield op, outcome
 
 
-def _times(line: Any, header: Header, where: str) -> int:
-    """How many calls an op line stands for: its ``times`` (format 4), a
-    JSON integer of at least 1 (not ``true``, not ``2.0``)."""
+def _times(line: Any, where: str, lacking: int | None = None) -> int:
+    """How many calls an op line stands for: its ``times``, a JSON integer
+    of at least 1 (not ``true``, not ``2.0``); refused in a file whose
+    version is below ``lacking`` (the version that added it), when given."""
     if not isinstance(line, dict) or "times" not in line:
         return 1
     times = line["times"]
-    _want(header.version >= REPEAT_VERSION, where, f'"times" needs format version {REPEAT_VERSION}')
+    _want(lacking is None, where, f'"times" needs format version {lacking}')
     shown = repr(times)[:40]
     _want(type(times) is int and times >= 1, where, f"times is a whole number of calls, 1 or more, got {shown}")
     return int(times)
@@ -930,7 +931,7 @@ def _entries(lines: Iterator[tuple[int, str]], header: Header, source: str) -> I
             raise TraceError(f"{where}: {op.name} with this form or shape needs format version 2, the header says 1")
         if not isinstance(line, dict) or "expect" not in line:
             raise TraceError(f'{where}: op line needs "expect"')
-        times = _times(line, header, where)
+        times = _times(line, where, None if header.version >= REPEAT_VERSION else REPEAT_VERSION)
         left = _spend(times, left, where)
         entry = op, outcome_from_json(line["expect"], where, expand), times
         if len(seen) >= _SEEN_MOST:
@@ -1004,6 +1005,7 @@ def printable(text: str, newlines: bool = False) -> str:
 
 BACKGROUND_FORMAT = "auxspec-background-trace"
 BACKGROUND_VERSION = 1
+BACKGROUND_REPEAT_VERSION = 2  # 2 added "times" on an owner call's line: only a file that holds one is written as 2
 
 
 @dataclass(frozen=True)
@@ -1025,9 +1027,17 @@ class BackgroundVector:
 
 
 def dumps_background(vector: BackgroundVector) -> str:
+    lines = []
+    repeated = False
+    for step, times in _step_runs(vector.steps):
+        line: dict[str, Any] = {"writer": step} if isinstance(step, int) else op_to_json(step)
+        if times > 1:
+            line["times"] = times
+            repeated = True
+        lines.append(json.dumps(line))
     header = {
         "format": BACKGROUND_FORMAT,
-        "version": BACKGROUND_VERSION,
+        "version": BACKGROUND_REPEAT_VERSION if repeated else BACKGROUND_VERSION,
         "name": vector.name,
         "description": vector.description,
         "profile": vector.profile,
@@ -1038,10 +1048,20 @@ def dumps_background(vector: BackgroundVector) -> str:
         "inner": vector.inner,
         "ending": vector.ending,
     }
-    lines = [json.dumps(header)]
-    for step in vector.steps:
-        lines.append(json.dumps({"writer": step} if isinstance(step, int) else op_to_json(step)))
-    return "\n".join(lines) + "\n"
+    return "\n".join([json.dumps(header), *lines]) + "\n"
+
+
+def _step_runs(steps: tuple[Op | int, ...]) -> Iterator[tuple[Op | int, int]]:
+    """A background vector's steps as lines: each run of the same owner call
+    made in a row once, with how many times (the writer's releases one by one)."""
+    runs: list[list[Any]] = []
+    for step in steps:
+        if not isinstance(step, int) and runs and not isinstance(runs[-1][0], int) and runs[-1][0] == step:
+            runs[-1][1] += 1
+        else:
+            runs.append([step, 1])
+    for step, times in runs:
+        yield step, times
 
 
 def is_background(path: Path) -> bool:
@@ -1076,7 +1096,8 @@ def load_background(path: Path) -> BackgroundVector:
             _want(
                 isinstance(header, dict) and header.get("format") == BACKGROUND_FORMAT, where, "not a background vector"
             )
-            _want(header.get("version") == BACKGROUND_VERSION and type(header.get("version")) is int, where, "version")
+            version = header.get("version")
+            _want(version in (BACKGROUND_VERSION, BACKGROUND_REPEAT_VERSION) and type(version) is int, where, "version")
             _want(header.get("profile") in PROFILES, where, f"profile must be one of {', '.join(PROFILES)}")
             for size in ("max_bytes", "object_nbytes"):
                 _want(type(header.get(size)) is int and header[size] > 0, where, f"{size} must be a positive integer")
@@ -1093,6 +1114,7 @@ def load_background(path: Path) -> BackgroundVector:
                 "faults must be [inner call, exception type] pairs",
             )
             steps: list[Op | int] = []
+            left = expanded_ops_limit()
             for number, raw in lines:
                 if not raw.strip():
                     continue
@@ -1102,7 +1124,11 @@ def load_background(path: Path) -> BackgroundVector:
                     _want(type(count) is int and count > 0, f"{source}:{number}", "writer needs a positive count")
                     steps.append(count)
                 else:
-                    steps.append(op_from_json(line, f"{source}:{number}"))
+                    op = op_from_json(line, f"{source}:{number}")
+                    lacking = None if version == BACKGROUND_REPEAT_VERSION else BACKGROUND_REPEAT_VERSION
+                    times = _times(line, f"{source}:{number}", lacking)
+                    left = _spend(times, left, f"{source}:{number}")
+                    steps.extend(itertools.repeat(op, times))
     except OSError as error:
         raise TraceError(f"{path}: cannot read: {error}") from None
     return BackgroundVector(

@@ -20,7 +20,7 @@ from auxspec.drivers.protocol import ProtocolError, check_op_timeout
 from auxspec.drivers.verify import exec_target, is_deep, judge_long
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
-from auxspec.engine.ops import ALL, Trace
+from auxspec.engine.ops import ALL, Trace, numbered, runs
 from auxspec.engine.target import Target, load_target
 from auxspec.engine.traces import TraceError, printable
 from auxspec.generators.background import Release, Scenario, vector_scenario
@@ -250,12 +250,13 @@ def background_steps(scenario: Scenario) -> list[str]:
         + (f"; faults: {faults}" if faults else "")
     ]
     calls = 0
-    for step in scenario.ops:
+    for _, step, count in runs(scenario.ops):  # an owner call made many times in a row: one row, × N
         if isinstance(step, Release):
-            rows.append(f"      writer: may apply {step.batches} more batch(es) to the inner store")
+            rows.extend([f"      writer: may apply {step.batches} more batch(es) to the inner store"] * count)
         else:
-            calls += 1
-            rows.append(f"{calls:>4}. {describe_step(step)}")
+            times = f" × {count:,}" if count > 1 else ""
+            rows.append(f"{numbered(calls, count):>4}. {describe_step(step)}{times}")
+            calls += count
     rows.append("      then the owner " + ("closes the store" if scenario.ending == "close" else "drops it unclosed"))
     return [report_text.clip(row) for row in rows]
 

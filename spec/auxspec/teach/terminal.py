@@ -156,7 +156,11 @@ def plain(line: Timeline, full: bool = False) -> str:
 
 
 def show(
-    line: Timeline, file: IO[str] | None = None, colour: bool | None = None, width: int | None = None, full: bool = False
+    line: Timeline,
+    file: IO[str] | None = None,
+    colour: bool | None = None,
+    width: int | None = None,
+    full: bool = False,
 ) -> None:
     """Print ``line``: panels when ``file`` (stdout by default) is a terminal
     or ``colour`` is True, plain text otherwise; lines within ``WIDTH``
