@@ -311,6 +311,40 @@ def _reads_of_one_key(trace: Trace, outcomes: tuple[object, ...]) -> Iterator[tu
     yield (Put(((key, bytes(size)),)), *reads, ops[-1])
 
 
+Rebuild = Callable[[Trace, int], tuple[Op, ...] | None]  # calls that make the spec's state after ops[:cut]
+
+
+def _one_class_repeated(
+    trace: Trace, outcomes: tuple[object, ...], rebuild: Rebuild | None = None
+) -> Iterator[tuple[Any, ...]]:
+    """For each class of calls (a kind of op with one kind of outcome: the
+    puts that fail for capacity, the reads that hit, ...), that class's
+    first call made as many times as the class has calls, then the last op;
+    before them, given ``rebuild``, a call that rebuilds the state the first
+    was made in (then the whole trace is three or four entries), else the
+    trace up to that call. The shortest candidates first (on a deep trace
+    each costs its length). A counter of one class of calls (failed puts
+    wrapping at 1,024) counts as far, where the first call repeats alike (a
+    put that fails changes nothing under strict)."""
+    ops = trace.ops
+    body = ops[:-1]
+    if len(body) < 2:
+        return
+    classes: dict[tuple[str, object], list[int]] = {}
+    for index, op in enumerate(body):
+        if not isinstance(op, Release) and index < len(outcomes):
+            classes.setdefault((kind_of(op).name, outcomes[index]), []).append(index)
+    repeated = sorted((found for found in classes.values() if len(found) > 1), key=lambda found: found[0] + len(found))
+    for indexes in repeated:
+        first = indexes[0]
+        before = None if rebuild is None else rebuild(trace, first) if first else ()
+        if before is not None:
+            yield (*before, *[body[first]] * len(indexes), ops[-1])
+    for indexes in repeated:
+        first = indexes[0]
+        yield (*body[:first], *[body[first]] * len(indexes), ops[-1])
+
+
 ALIKE_RUNS = 8  # the longest runs that are made alike one at a time, after all of them at once
 
 
@@ -390,12 +424,14 @@ def shrink_trace(
     tries: int = TRIES,
     seconds: float = SECONDS,
     outcomes: Callable[[Trace], tuple[object, ...]] | None = None,
+    rebuild: Rebuild | None = None,
 ) -> Shrunk[Trace]:
     """The smallest trace found that still fails. ``fails(trace)`` is its
     failure or None; ``cut(trace, failure)`` drops the ops after the one
     that failed (a failure names its op). ``outcomes(trace)``: the kind of
     the spec's outcome of each op, so that joined calls are calls of the
-    same outcome (``_all_merged``)."""
+    same outcome (``_all_merged``). ``rebuild(trace, n)``: calls that make
+    the spec's state after the first n ops, or None (``_one_class_repeated``)."""
     search: _Search[Trace] = _Search(fails, tries, seconds)
     best = cut(trace, failure)
 
@@ -412,7 +448,9 @@ def shrink_trace(
         # kept only when the entries do go down, so the search cannot cycle.
         entries = entry_count(now.ops)
         alike = _alike(now.ops, None if outcomes is None else kinds())
-        for ops in itertools.chain(() if outcomes is None else _reads_of_one_key(now, kinds()), alike):
+        by_class = () if outcomes is None else _one_class_repeated(now, kinds(), rebuild)
+        one_key = () if outcomes is None else _reads_of_one_key(now, kinds())
+        for ops in itertools.chain(one_key, by_class, alike):
             if entry_count(ops) < entries:
                 yield replace(now, ops=ops)
         for ops in _bulk_cuts(now.ops, None if outcomes is None else kinds):
