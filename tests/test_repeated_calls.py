@@ -187,3 +187,31 @@ def test_a_background_vector_writes_a_repeated_owner_call_once(tmp_path: Path) -
         traces.load_background(path)
     plain = traces.BackgroundVector("bg", "", "strict", 4, 2, 2, (put, 1, put))
     assert json.loads(traces.dumps_background(plain).splitlines()[0])["version"] == traces.BACKGROUND_VERSION
+
+
+def test_a_deep_counter_of_failed_puts_shrinks_to_a_few_entries(tmp_path: Path) -> None:
+    """A counter of capacity failures that wraps (at 64 here, at 1,024 in
+    tests/ports/depth): the failing puts are spread through a deep trace
+    among reads that change the state; the shrinker rebuilds the state
+    before the first failing put in one put and repeats that put, so the
+    report is a few entries however long the life was."""
+    from auxspec.engine.ops import Len
+
+    port = tmp_path / "failures_6_bits.py"
+    port.write_text(
+        f"import sys\nsys.path.insert(0, {str(Path(__file__).parent / 'ports' / 'depth')!r})\n"
+        "from d_capacity_failures_10_bits import BlockObjectStore as Deep\n\n"
+        "class BlockObjectStore(Deep):\n    WRAP = 64\n"
+    )
+    target = load_target(str(port))
+    ops: list[Op] = [Put((("a", b"\1\2"), ("b", b"\3\4")), ("a", "b"))]  # both slots pinned
+    for number in range(1_100):
+        ops += [Get(("a", "b")[number % 2 :]), Len()] if number % 11 else [Put(((f"n{number}", b"\5\6"),))]
+    trace = Trace("strict", 4, 2, (*ops, Stats()))
+    assert verify.is_deep(trace)
+    found = verify.judge_long(trace, target)
+    assert found is not None and found.step == len(trace.ops) - 1
+    shrunk = verify.shrink_divergence(found, target)
+    assert shrink.entry_count(shrunk.value.ops) <= 4, [(op, n) for _, op, n in runs(shrunk.value.ops)]
+    failing = [op for op in shrunk.value.ops if isinstance(op, Put) and op.objects and not op.retain]
+    assert len(failing) >= 64  # the counter still wraps: the calls are there, as one entry
