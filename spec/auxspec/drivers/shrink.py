@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar, cast
 
 from auxspec.engine.fields import Batch, Form, Key, Keys, Shape
-from auxspec.engine.ops import Bad, Get, Op, Put, Trace, runs
+from auxspec.engine.ops import Bad, Get, Op, Put, ReadInto, Trace, runs
 from auxspec.engine.table import kind_of
 from auxspec.generators.background import Release, Scenario, Step
 
@@ -297,10 +297,10 @@ def _reads_of_one_key(trace: Trace, outcomes: tuple[object, ...]) -> Iterator[tu
     size = trace.object_nbytes
     if len(ops) < 3 or type(size) is not int or size < 0:
         return
-    read = [
+    read = [  # a read_into that succeeds hits as a get does
         op.keys
         for op, outcome in zip(ops[:-1], outcomes, strict=False)
-        if isinstance(op, Get) and outcome == "ok" and isinstance(op.keys, tuple)
+        if isinstance(op, (Get, ReadInto)) and outcome == "ok" and isinstance(op.keys, tuple)
     ]
     total = sum(map(len, read))
     key = next((keys[0] for keys in read if keys and type(keys[0]) is str), None)
@@ -321,8 +321,8 @@ def _one_class_repeated(
     puts that fail for capacity, the reads that hit, ...), that class's
     first call made as many times as the class has calls, then the last op;
     before them, given ``rebuild``, a call that rebuilds the state the first
-    was made in (then the whole trace is three or four entries), else the
-    trace up to that call. The shortest candidates first (on a deep trace
+    was made in (then the whole trace is three or four entries; then the
+    same with the class's last call), else the trace up to the first. The shortest candidates first (on a deep trace
     each costs its length). A counter of one class of calls (failed puts
     wrapping at 1,024) counts as far, where the first call repeats alike (a
     put that fails changes nothing under strict)."""
@@ -335,11 +335,14 @@ def _one_class_repeated(
         if not isinstance(op, Release) and index < len(outcomes):
             classes.setdefault((kind_of(op).name, outcomes[index]), []).append(index)
     repeated = sorted((found for found in classes.values() if len(found) > 1), key=lambda found: found[0] + len(found))
-    for indexes in repeated:
-        first = indexes[0]
-        before = None if rebuild is None else rebuild(trace, first) if first else ()
-        if before is not None:
-            yield (*before, *[body[first]] * len(indexes), ops[-1])
+    for at in (0, -1) if rebuild is not None else ():
+        # Each class's first call, then its last (made in the state nearest the end: a pin that a
+        # counter's maintenance drops is held there), in the state it was made in, rebuilt.
+        for indexes in repeated:
+            one = indexes[at]
+            before = rebuild(trace, one) if one and rebuild is not None else ()
+            if before is not None:
+                yield (*before, *[body[one]] * len(indexes), ops[-1])
     for indexes in repeated:
         first = indexes[0]
         yield (*body[:first], *[body[first]] * len(indexes), ops[-1])
