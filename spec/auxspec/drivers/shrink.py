@@ -289,10 +289,10 @@ def entry_count(ops: tuple[Any, ...]) -> int:
 
 def _reads_of_one_key(trace: Trace, outcomes: tuple[object, ...]) -> Iterator[tuple[Any, ...]]:
     """The reads that hit made reads of one key that one put stores: as many
-    keys read (a counter of hits or touches counts as far), in two or three
-    entries (one put, reads of ``MERGED_MOST`` keys repeated, the rest), the
-    last op kept. Where the reads' keys are kept stored by puts between them
-    the whole trace goes but for those."""
+    keys read up to ``MERGED_MOST`` (a counter of hits or touches counts as
+    far), in two entries (one put, one read), the last op kept. Where the
+    reads' keys are kept stored by puts between them the whole trace goes
+    but for those."""
     ops = trace.ops
     size = trace.object_nbytes
     if len(ops) < 3 or type(size) is not int or size < 0:
@@ -306,9 +306,9 @@ def _reads_of_one_key(trace: Trace, outcomes: tuple[object, ...]) -> Iterator[tu
     key = next((keys[0] for keys in read if keys and type(keys[0]) is str), None)
     if key is None or total < 2:
         return
-    whole, rest = divmod(total, MERGED_MOST)
-    reads = [Get((key,) * MERGED_MOST)] * whole + ([Get((key,) * rest)] if rest else [])
-    yield (Put(((key, bytes(size)),)), *reads, ops[-1])
+    # At most one read of MERGED_MOST keys (past a 16-bit counter twice over): a deep trace may
+    # read millions of keys, which would make this one candidate cost more than the whole search.
+    yield (Put(((key, bytes(size)),)), Get((key,) * min(total, MERGED_MOST)), ops[-1])
 
 
 Rebuild = Callable[[Trace, int], tuple[Op, ...] | None]  # calls that make the spec's state after ops[:cut]
@@ -321,8 +321,8 @@ def _one_class_repeated(
     puts that fail for capacity, the reads that hit, ...), that class's
     first call made as many times as the class has calls, then the last op;
     before them, given ``rebuild``, a call that rebuilds the state the first
-    was made in (then the whole trace is three or four entries; then the
-    same with the class's last call), else the trace up to the first. The shortest candidates first (on a deep trace
+    was made in (then the whole trace is three or four entries; the class's
+    last call first, then its first), else the trace up to the first. The shortest candidates first (on a deep trace
     each costs its length). A counter of one class of calls (failed puts
     wrapping at 1,024) counts as far, where the first call repeats alike (a
     put that fails changes nothing under strict)."""
@@ -335,9 +335,9 @@ def _one_class_repeated(
         if not isinstance(op, Release) and index < len(outcomes):
             classes.setdefault((kind_of(op).name, outcomes[index]), []).append(index)
     repeated = sorted((found for found in classes.values() if len(found) > 1), key=lambda found: found[0] + len(found))
-    for at in (0, -1) if rebuild is not None else ():
-        # Each class's first call, then its last (made in the state nearest the end: a pin that a
-        # counter's maintenance drops is held there), in the state it was made in, rebuilt.
+    for at in (-1, 0) if rebuild is not None else ():
+        # Each class's last call (made in the state nearest the end: a pin that a counter's
+        # maintenance drops is held there), then its first, in the state it was made in, rebuilt.
         for indexes in repeated:
             one = indexes[at]
             before = rebuild(trace, one) if one and rebuild is not None else ()
