@@ -322,8 +322,8 @@ def _one_class_repeated(
     first call made as many times as the class has calls, then the last op;
     before them, given ``rebuild``, a call that rebuilds the state the first
     was made in (then the whole trace is three or four entries; the class's
-    last call first, then its first), else the trace up to the first. The shortest candidates first (on a deep trace
-    each costs its length). A counter of one class of calls (failed puts
+    last call first, then its first), else the trace up to the first. The
+    classes that fail first, then the most numerous. A counter of one class of calls (failed puts
     wrapping at 1,024) counts as far, where the first call repeats alike (a
     put that fails changes nothing under strict)."""
     ops = trace.ops
@@ -334,7 +334,13 @@ def _one_class_repeated(
     for index, op in enumerate(body):
         if not isinstance(op, Release) and index < len(outcomes):
             classes.setdefault((kind_of(op).name, outcomes[index]), []).append(index)
-    repeated = sorted((found for found in classes.values() if len(found) > 1), key=lambda found: found[0] + len(found))
+    # The classes that fail first (a counter of failures), then the most numerous (a counter of calls):
+    # on a deep trace the clock allows a few of these candidates, each a pass to rebuild and a judge.
+    repeated = [
+        classes[label]
+        for label in sorted(classes, key=lambda label: (label[1] == "ok", -len(classes[label])))
+        if len(classes[label]) > 1
+    ]
     for at in (-1, 0) if rebuild is not None else ():
         # Each class's last call (made in the state nearest the end: a pin that a counter's
         # maintenance drops is held there), then its first, in the state it was made in, rebuilt.
