@@ -290,7 +290,7 @@ def runs(ops: tuple[_Call, ...], start: int = 0, end: int | None = None) -> list
     stop = len(ops) if end is None else end
     for index in range(start, stop):
         op = ops[index]
-        if found and (found[-1][1] is op or found[-1][1] == op):
+        if found and same_call(found[-1][1], op):
             first, same, count = found[-1]
             found[-1] = (first, same, count + 1)
         else:
@@ -301,3 +301,9 @@ def runs(ops: tuple[_Call, ...], start: int = 0, end: int | None = None) -> list
 def numbered(first: int, count: int) -> str:
     """The 1-based step number of a run of ``count`` ops from index ``first``."""
     return f"{first + 1}" if count == 1 else f"{first + 1}-{first + count}"
+
+
+def same_call(a: object, b: object) -> bool:
+    """The same call: equal, and shown alike (a ``KeyStr`` key equals its
+    plain ``str`` but is a different call for a Python port)."""
+    return a is b or (a == b and repr(a) == repr(b))

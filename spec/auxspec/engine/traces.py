@@ -42,6 +42,7 @@ from auxspec.engine.ops import (
     Op,
     Trace,
     plain_key,
+    same_call,
 )
 from auxspec.engine.table import BY_NAME, STATS_FIELDS, kind_of, needs
 from auxspec.models import sequential as model
@@ -552,7 +553,7 @@ def entries(ops: tuple[Op, ...], outcomes: tuple[Outcome, ...]) -> Iterator[tupl
     for index, (op, outcome) in enumerate(zip(ops, outcomes, strict=True)):
         run += 1
         last = index + 1 == len(ops)
-        if last or not (ops[index + 1] is op or ops[index + 1] == op) or outcomes[index + 1] != outcome:
+        if last or not same_call(ops[index + 1], op) or outcomes[index + 1] != outcome:
             yield op, outcome, run
             run = 0
 
