@@ -57,8 +57,11 @@ from bench_store import (  # the sibling script, found through the line above
     Impl,
     Store,
     alternating,
+    get_into,
     key,
     load_module,
+    run_puts,
+    sized_impls,
     timed,
     upstream_location,
     use_clock,
@@ -89,17 +92,6 @@ class Cell:
     aux_read_into_us: float
     vllm_read_into_us: float
     read_keys: int
-
-
-def impls(module: Any, slots: int, nbytes: int) -> list[Impl]:
-    from auxstore import BlockObject, BlockObjectStore
-
-    vllm_cls = module.BlockObjectStore
-    max_bytes = slots * nbytes
-    return [
-        Impl("auxstore", lambda: BlockObjectStore(max_bytes=max_bytes, object_nbytes=nbytes), BlockObject),
-        Impl("vLLM", lambda: vllm_cls(max_bytes=max_bytes, object_nbytes=nbytes), module.BlockObject),
-    ]
 
 
 def payload_of(i: int, nbytes: int) -> bytes:
@@ -147,16 +139,6 @@ def fill(impl: Impl, slots: int, nbytes: int) -> Store:
     return store
 
 
-def run_puts(store: Store, work: list[list[object]]) -> None:
-    put = store.put
-    for objects in work:
-        put(objects)
-
-
-def get(store: Store, keys: list[str], out: list[bytes]) -> None:
-    out.append(store.get_concatenated(keys))
-
-
 def aux_read_into(store: Any, keys: list[str], buffer: bytearray) -> None:
     store.read_into(keys, buffer)
 
@@ -176,7 +158,7 @@ def measure_size(
     nbytes: int,
     report: Callable[[Cell], None],
 ) -> list[Cell]:
-    sides = impls(module, slots, nbytes)
+    sides = sized_impls(module, slots, nbytes)
     stores = {impl.name: fill(impl, slots, nbytes) for impl in sides}
     reads = {"auxstore": aux_read_into, "vLLM": vllm_read_into}
     model = Model(slots)
@@ -213,7 +195,7 @@ def measure_size(
                     ]
                     put_ns = timed(functools.partial(run_puts, store, work))
                     got: list[bytes] = []
-                    get_ns = timed(functools.partial(get, store, keys, got))
+                    get_ns = timed(functools.partial(get_into, store, keys, got))
                     buffer[:] = bytes(len(buffer))
                     read_ns = timed(functools.partial(reads[impl.name], store, keys, buffer))
                     if got[0] != expected or buffer != expected:

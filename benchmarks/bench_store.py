@@ -254,6 +254,24 @@ def run_puts(store: Store, work: list[list[object]]) -> None:
         put(objects)
 
 
+def sized_impls(module: Any, slots: int, nbytes: int) -> list[Impl]:
+    """auxstore and vLLM's module, each making stores of ``slots`` objects of ``nbytes``
+    (bench_scale and bench_growth, which vary the size this script keeps fixed)."""
+    from auxstore import BlockObject, BlockObjectStore
+
+    vllm_cls = module.BlockObjectStore
+    max_bytes = slots * nbytes
+    return [
+        Impl("auxstore", lambda: BlockObjectStore(max_bytes=max_bytes, object_nbytes=nbytes), BlockObject),
+        Impl("vLLM", lambda: vllm_cls(max_bytes=max_bytes, object_nbytes=nbytes), module.BlockObject),
+    ]
+
+
+def get_into(store: Store, keys: list[str], out: list[bytes]) -> None:
+    """One ``get_concatenated``, its result kept (so the timed call cannot be optimised into nothing)."""
+    out.append(store.get_concatenated(keys))
+
+
 # -- scenarios ---------------------------------------------------------------------------------------
 
 
