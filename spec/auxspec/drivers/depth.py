@@ -318,6 +318,12 @@ def _candidates(trace: Trace) -> Iterator[Trace]:
                 yield replace(trace, max_bytes=fewer * trace.object_nbytes)
 
 
+def rebuilt(trace: Trace, cut: int) -> tuple[Op, ...] | None:
+    """One put that rebuilds the spec's state after the first ``cut`` ops of
+    a deep trace (``_rebuilds``); None when the store is closed by then."""
+    return _rebuilds(trace, [cut])[cut]
+
+
 def _rebuilds(trace: Trace, cuts: list[int]) -> dict[int, tuple[Op, ...] | None]:
     """For each of ``cuts`` (ascending), one put that rebuilds the spec's
     state after the first that many ops: the stored keys in recency order

@@ -444,8 +444,10 @@ def shrink_divergence(
         tries, seconds = min(tries, BROKEN_TRIES), min(seconds, BROKEN_SECONDS)
         shrunk = shrink.shrink_trace(full, again, breaks, cut, tries, seconds)
         return replace(shrunk, tries=shrunk.tries + 1)
+    # A deep trace's calls are the depth phase's (valid, int sizes): its state before a call can be rebuilt.
+    rebuild = depth_phase.rebuilt if is_deep(full) else None
     shrunk = shrink.shrink_trace(
-        full, divergence, fails, cut, tries, seconds, None if is_large(full) else outcome_kinds
+        full, divergence, fails, cut, tries, seconds, None if is_large(full) else outcome_kinds, rebuild
     )
     if is_deep(full) and not is_deep(shrunk.value):
         # Judged on the in-place spec while it was deep; now small enough for
