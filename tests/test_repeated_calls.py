@@ -215,3 +215,49 @@ def test_a_deep_counter_of_failed_puts_shrinks_to_a_few_entries(tmp_path: Path) 
     assert shrink.entry_count(shrunk.value.ops) <= 4, [(op, n) for _, op, n in runs(shrunk.value.ops)]
     failing = [op for op in shrunk.value.ops if isinstance(op, Put) and op.objects and not op.retain]
     assert len(failing) >= 64  # the counter still wraps: the calls are there, as one entry
+
+
+def test_the_shrink_deadline_holds_inside_one_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One candidate of a deep trace may take longer than the whole budget:
+    the replay stops at the deadline (engine.budget), not at the candidate's end.
+    A clock that moves one second per call the port takes makes it exact."""
+    from auxspec.engine import budget
+
+    clock = [0.0]
+    monkeypatch.setattr(budget.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(shrink.time, "monotonic", lambda: clock[0])
+    inner = _thirtieth_put_target()
+    calls_after = [0]
+
+    def slow(m: Any, n: Any) -> Any:
+        store = inner.factory(m, n)
+        put = store.put
+
+        def timed_put(*args: Any, **kwargs: Any) -> None:
+            clock[0] += 1.0
+            calls_after[0] += clock[0] > 100.0
+            put(*args, **kwargs)
+
+        store.put = timed_put
+        return store
+
+    target = Target("Slow", slow, inner.observe)
+    ops = (*(Put(((f"k{n % 7}", bytes([n % 256, 1])),)) for n in range(1_000)), Get(("k0",)))
+    found = compare(Trace("strict", 8, 2, ops), target)
+    assert found is not None  # the 30th put forgets: k0 is missing at the end
+    clock[0] = 0.0
+    shrunk = shrink.shrink_trace(
+        found.trace, found, lambda t: compare(t, target, every=len(t.ops) + 1, replay=False),
+        lambda t, f: t, seconds=100.0,
+    )
+    assert shrunk.ended_by == "time"
+    assert calls_after[0] <= budget.EVERY, calls_after[0]  # without the check: up to a candidate's 1,000
+
+
+def test_a_candidate_costs_at_most_twice_the_trace_it_shrinks() -> None:
+    """A class's first call repeated (or a run made its biggest call) would
+    turn one read of 5,000 keys among single-key reads into 5,000 of them."""
+    big = Get(tuple(f"k{n}" for n in range(5_000)))
+    ops = (Put((("k0", b"\x00\x00"),)), big, *[Get(("k0",))] * 3_000, Stats())
+    most = shrink.affordable(ops)
+    assert shrink.work(ops) < most < shrink.work((big,) * 3_001)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar, cast
 
+from auxspec.engine import budget
 from auxspec.engine.fields import Batch, Form, Key, Keys, Shape
 from auxspec.engine.ops import Bad, Get, Op, Put, ReadInto, Trace, runs
 from auxspec.engine.table import kind_of
@@ -66,13 +67,19 @@ class _Search(Generic[T]):
         return True
 
     def first_failing(self, candidates: Iterator[T]) -> tuple[T, Any] | None:
-        for candidate in candidates:
-            if self.out_of_budget():
-                return None
-            self.tries += 1
-            failure = self.fails(candidate)
-            if failure is not None:
-                return candidate, failure
+        # The deadline holds inside a candidate too (engine.budget): one replay of a deep
+        # trace, or the spec's pass that makes the next candidates, may outlast the budget.
+        with budget.until(self.deadline):
+            try:
+                for candidate in candidates:
+                    if self.out_of_budget():
+                        return None
+                    self.tries += 1
+                    failure = self.fails(candidate)
+                    if failure is not None:
+                        return candidate, failure
+            except budget.OutOfTime:
+                self.ended_by = "time"
         return None
 
 
@@ -280,6 +287,23 @@ def _bulk_cuts(
             yield (*kept, last)
 
 
+def work(ops: tuple[Any, ...]) -> int:
+    """What replaying ``ops`` costs, in the unit of one call or one key of a list."""
+    total = len(ops)
+    for op in ops:
+        if not isinstance(op, Release):
+            total += sum(len(v) for v in vars(op).values() if isinstance(v, tuple))
+    return total
+
+
+def affordable(ops: tuple[Any, ...]) -> int:
+    """The most ``work`` a candidate of ``ops`` may cost: a call repeated, or a
+    run made its biggest call, would otherwise turn one call of 5,000 keys into
+    40,000 of them, one candidate taking longer than the whole search."""
+    now = work(ops)
+    return max(2 * now, now + MERGED_MOST)
+
+
 def entry_count(ops: tuple[Any, ...]) -> int:
     """How many entries ``ops`` take as a counterexample: a call made many
     times in a row is one (a vector writes it once with ``times``, a report
@@ -456,11 +480,12 @@ def shrink_trace(
         # First, as a deep trace's clock allows few tries: the same calls or more in fewer entries, each
         # kept only when the entries do go down, so the search cannot cycle.
         entries = entry_count(now.ops)
+        most = affordable(now.ops)
         alike = _alike(now.ops, None if outcomes is None else kinds())
         by_class = () if outcomes is None else _one_class_repeated(now, kinds(), rebuild)
         one_key = () if outcomes is None else _reads_of_one_key(now, kinds())
         for ops in itertools.chain(one_key, by_class, alike):
-            if entry_count(ops) < entries:
+            if entry_count(ops) < entries and work(ops) <= most:
                 yield replace(now, ops=ops)
         for ops in _bulk_cuts(now.ops, None if outcomes is None else kinds):
             yield replace(now, ops=ops)

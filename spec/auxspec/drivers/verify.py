@@ -37,7 +37,7 @@ from hypothesis.errors import Flaky, NoSuchExample
 from auxspec.drivers import depth as depth_phase
 from auxspec.drivers import gated, shrink
 from auxspec.drivers.protocol import process_target
-from auxspec.engine import traces
+from auxspec.engine import budget, traces
 from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.compare import Divergence, compare, compare_stream
 from auxspec.engine.domain import SIZE_SWEEP, Domain
@@ -532,7 +532,11 @@ def expected_outcomes_of(trace: Trace) -> tuple[Outcome, ...]:
     live = incremental.new(trace.max_bytes, trace.object_nbytes, trace.profile)
     if not isinstance(live, incremental.Live):
         return ()
-    return tuple(step(cast(Any, live), op, incremental)[1] for op in trace.ops)
+    outcomes = []
+    for index, op in enumerate(trace.ops):
+        budget.check_every(index)  # a shrink candidate's outcomes are a pass over it too
+        outcomes.append(step(cast(Any, live), op, incremental)[1])
+    return tuple(outcomes)
 
 
 def outcome_kinds(trace: Trace) -> tuple[object, ...]:
