@@ -48,8 +48,11 @@ from bench_store import (  # the sibling script, found through the line above
     Store,
     _consume,
     alternating,
+    get_into,
     key,
     load_module,
+    run_puts,
+    sized_impls,
     timed,
     upstream_location,
     use_clock,
@@ -85,17 +88,6 @@ class Point:
     fill_s: float  # wall time of both fills (under tracemalloc)
 
 
-def impls(module: Any, slots: int, nbytes: int) -> list[Impl]:
-    from auxstore import BlockObject, BlockObjectStore
-
-    vllm_cls = module.BlockObjectStore
-    max_bytes = slots * nbytes
-    return [
-        Impl("auxstore", lambda: BlockObjectStore(max_bytes=max_bytes, object_nbytes=nbytes), BlockObject),
-        Impl("vLLM", lambda: vllm_cls(max_bytes=max_bytes, object_nbytes=nbytes), module.BlockObject),
-    ]
-
-
 def fill_traced(impl: Impl, slots: int, payloads: list[bytes]) -> tuple[Store, float]:
     """A full store of keys 0..slots-1, and its traced bytes per object."""
     make = impl.make_object
@@ -114,20 +106,10 @@ def fill_traced(impl: Impl, slots: int, payloads: list[bytes]) -> tuple[Store, f
     return store, (full - empty) / slots
 
 
-def run_puts(store: Store, work: list[list[object]]) -> None:
-    put = store.put
-    for objects in work:
-        put(objects)
-
-
-def read(store: Store, keys: list[str], out: list[bytes]) -> None:
-    out.append(store.get_concatenated(keys))
-
-
 def measure(module: Any, slots: int, repeat: int, puts_per_sample: int) -> Point:
     nbytes = object_nbytes(slots)
     payloads = [bytes([i]) * nbytes for i in range(251)]
-    sides = impls(module, slots, nbytes)
+    sides = sized_impls(module, slots, nbytes)
     started = time.perf_counter()
     stores: dict[str, Store] = {}
     per_object: dict[str, float] = {}
@@ -162,7 +144,7 @@ def measure(module: Any, slots: int, repeat: int, puts_per_sample: int) -> Point
                 ]
                 put_ns = timed(functools.partial(run_puts, store, work))
                 got: list[bytes] = []
-                read_ns = timed(functools.partial(read, store, keys, got))
+                read_ns = timed(functools.partial(get_into, store, keys, got))
                 if got[0] != expected:
                     raise SystemExit(f"{impl.name}: get_concatenated returned the wrong bytes at {slots} slots")
                 if r >= 0:

@@ -27,6 +27,7 @@ SCENARIOS = (
     "read_into vs vLLM get_concat",
     "read_into vs memcpy (*)",
     "read_into vs copy floor (**)",
+    "read_into numpy gather vs memcpy (*)",  # only with numpy installed (the fast extra)
     "prefix-hit get_concatenated",
     "prefix-hit read_into vs memcpy",
     "metadata bytes/object",
@@ -55,14 +56,20 @@ def test_quick_run_prints_every_scenario(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    for scenario in SCENARIOS:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        scenarios = tuple(s for s in SCENARIOS if "numpy" not in s)
+    else:
+        scenarios = SCENARIOS
+    for scenario in scenarios:
         rows = [line for line in lines if line.startswith(scenario)]
         assert len(rows) == 1, f"{scenario!r} not printed once:\n{proc.stdout}"
         # scenario, auxstore, vLLM, ratio, target, met? (values are not checked)
         assert rows[0].split()[-1] in {"yes", "NO", "-"}, rows[0]
 
     report = json.loads(out.read_text())
-    assert [row["scenario"] for row in report["rows"]] == list(SCENARIOS)
+    assert [row["scenario"] for row in report["rows"]] == list(scenarios)
     for row in report["rows"]:
         assert row["auxstore"] > 0 and row["vllm"] > 0, row
         assert len(row["auxstore_samples"]) == len(row["vllm_samples"]) >= 1, row
@@ -108,3 +115,30 @@ def test_scale_quick_run_writes_table_json_and_plot(tmp_path: Path) -> None:
             assert point[field] > 0, (field, point)
         assert point["read_keys"] == point["slots"] // 2
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+GROWTH_SCRIPT = REPO_ROOT / "benchmarks" / "bench_growth.py"
+
+
+@pytest.mark.timeout(120)
+def test_growth_run_at_tiny_sizes_has_a_row_per_size_and_pinned_fraction(tmp_path: Path) -> None:
+    """bench_growth.py at tiny sizes: a table row and a JSON cell per (capacity, pinned fraction), and a plot."""
+    if not _upstream().is_file():
+        pytest.skip(f"vLLM's store module not found at {_upstream()} (set AUXSTORE_UPSTREAM)")
+    pytest.importorskip("matplotlib", reason="--plot needs matplotlib (the dev extra)")
+    out, svg = tmp_path / "growth.json", tmp_path / "growth.svg"
+    command = [sys.executable, str(GROWTH_SCRIPT), "--sizes", "64,200", "--pinned", "0,0.5,0.99"]
+    command += ["--repeat", "1", "--puts", "1", "--json", str(out), "--plot", str(svg)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=110, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("|")[1:3] for line in proc.stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    expected = [(size, pinned) for size in ("64", "200") for pinned in ("0%", "50%", "99%")]
+    assert [(a.strip(), b.strip()) for a, b in rows] == expected, proc.stdout
+    cells = json.loads(out.read_text())["cells"]
+    assert [(c["slots"], c["pinned"]) for c in cells] == [(s, f) for s in (64, 200) for f in (0.0, 0.5, 0.99)]
+    for cell in cells:
+        # At most all but 32 keys pinned: a put of 16 new keys needs 16 to evict.
+        assert cell["pinned_keys"] == min(round(cell["pinned"] * cell["slots"]), cell["slots"] - 32), cell
+        for name in ("put", "get", "read_into"):
+            assert cell[f"aux_{name}_us"] > 0 and cell[f"vllm_{name}_us"] > 0, (name, cell)
+    assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()

@@ -168,6 +168,7 @@ _SHORT_RUNS = {
     # Scripts whose default run is long: the flags that make the same run short.
     "benchmarks/bench_store.py": "--quick",
     "benchmarks/bench_scale.py": "--quick",
+    "benchmarks/bench_growth.py": "--quick",
     "benchmarks/bench_mooncake.py": "--quick",
     "fuzz/throughput": "--seconds 0.2 --runs 50 --inputs 20",
     "fuzz/run": "--time 2",

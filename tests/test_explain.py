@@ -317,3 +317,22 @@ def test_a_background_vector(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     port = PORTS / "subtle" / "h_close_drops_queued.py"
     assert cli.main(["explain", str(path), "--target", str(port)]) == 1
     assert "close() returned when the writer had applied" in capsys.readouterr().out
+
+
+def test_explain_of_a_wide_store_prints_no_line_past_160(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A large-store catch's vector (a put of 1,096 objects, a read of many)
+    printed lines of 63 KB (issue 28 point 5): every line is cut to 160
+    characters, payloads shown by their length, unless --verbose."""
+    objects = tuple((f"L{index:04d}-{'k' * 24}", bytes([index % 251]) * 64) for index in range(1096))
+    keys = tuple(key for key, _ in objects[:300])
+    trace = Trace("strict", 1096 * 64, 64, (Put(objects), Get(keys), Put((("M", bytes(64)),))))
+    path = tmp_path / "wide.jsonl"
+    traces.write(traces.vector_from_trace(trace, "wide"), path)
+    assert cli.main(["explain", str(path), "--color", "never"]) == 0
+    out = capsys.readouterr().out
+    assert "1,032 more" in out and max(map(len, out.splitlines())) <= 160
+    assert cli.main(["explain", str(path), "--color", "always"]) == 0
+    coloured = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert max(map(len, coloured.splitlines())) <= 160
+    assert cli.main(["explain", str(path), "--color", "never", "--verbose"]) == 0
+    assert max(map(len, capsys.readouterr().out.splitlines())) > 160  # whole, as asked

@@ -273,3 +273,21 @@ def test_released_key_enters_the_evictable_order_at_the_recent_end() -> None:
     assert ours.snapshot() == spec.snapshot()
     assert [key for key, _ in ours.snapshot().entries] == ["c", "a", "d"]
     ours.check_invariants()
+
+
+def test_without_numpy_there_is_no_gather_and_reads_copy_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from auxstore import _store as store_module
+    from auxstore._gather import numpy_gather
+
+    monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` now raises ImportError
+    gather = numpy_gather.__wrapped__()  # type: ignore[attr-defined]  # the uncached loader
+    assert gather is None
+    monkeypatch.setattr(store_module, "numpy_gather", lambda: gather)
+    store = _store(capacity=40, nbytes=2)
+    store.put([BlockObject(f"k{i}", bytes([i, i])) for i in range(40)])
+    keys = [f"k{(i * 7) % 40}" for i in range(40)]  # scattered: the gather would be taken
+    buffer = bytearray(80)
+    assert store.read_into(keys, buffer) == 80
+    assert buffer == b"".join(bytes([int(k[1:])] * 2) for k in keys)

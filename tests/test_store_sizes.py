@@ -95,3 +95,35 @@ def test_the_arena_grows_by_chunks_and_reads_across_them(monkeypatch: pytest.Mon
     store.check_invariants()
     store.close()
     store.check_invariants()
+
+
+@pytest.mark.parametrize("first_chunk_slots", [64, 4])  # one chunk; chunks of 4, 4, 8, 16, 32 slots
+def test_a_large_scattered_read_is_one_gather_in_each_chunk(
+    monkeypatch: pytest.MonkeyPatch, first_chunk_slots: int
+) -> None:
+    # The store's own choice (nothing forced): 40 scattered keys, in no slot order, from every chunk.
+    pytest.importorskip("numpy", reason="the one-call gather needs numpy (the fast extra; the dev extra has it)")
+    from auxstore import _store as store_module
+    from auxstore._gather import numpy_gather
+
+    nbytes = 8
+    monkeypatch.setattr(store_module, "_FIRST_CHUNK_BYTES", first_chunk_slots * nbytes)
+    store = BlockObjectStore(max_bytes=64 * nbytes, object_nbytes=nbytes)
+    store.put([BlockObject(f"k{i}", i.to_bytes(nbytes, "little")) for i in range(64)])
+    assert len(store._chunks) == (1 if first_chunk_slots == 64 else 5)
+    keys = [f"k{(i * 37) % 64}" for i in range(40)]  # every chunk, in no order
+    calls: list[object] = []
+    real = numpy_gather()
+    assert real is not None
+
+    def spy(*args: object) -> None:
+        calls.append(args)
+        real(*args)  # type: ignore[arg-type]
+
+    buffer = bytearray(40 * nbytes)
+    monkeypatch.setattr(store_module, "numpy_gather", lambda: spy)
+    assert store.read_into(keys, buffer) == 40 * nbytes
+    assert len(calls) == 1
+    assert buffer == b"".join(int(k[1:]).to_bytes(nbytes, "little") for k in keys)
+    assert [k for k, _ in store.snapshot().entries[-40:]] == keys  # each read key moved to the most-recent end
+    store.close()

@@ -227,7 +227,7 @@ HEADER = '{"format": "auxspec-trace", "version": 1, "profile": "strict", "max_by
         ("", 1, "empty file"),
         ("{not json", 1, "not JSON"),
         ('{"format": "other", "version": 1}', 1, "format"),
-        (HEADER.replace('"version": 1', '"version": 4'), 1, "version 4 is not supported"),
+        (HEADER.replace('"version": 1', '"version": 5'), 1, "version 5 is not supported"),
         (HEADER + '\n{"op": "len", "expect": {"ok": 0}}', 2, "needs format version 2"),
         (HEADER + '\n{"op": "get", "keys": [], "form": "set", "expect": {"ok": ""}}', 2, "form must be one of"),
         (HEADER + '\n{"op": "get", "keys": {"bad": "object"}, "expect": {"ok": ""}}', 2, "a bad value is"),

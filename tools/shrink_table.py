@@ -7,9 +7,11 @@ print a markdown table (docs/verifying-a-port.md, "Shrink quality").
 The ports: every buggy port of ``tests/ports/subtle/`` (driven as its
 ``DRIVE`` says, held to its ``PROFILE``) and every bug of
 ``tests/ports/simple_port.py``. The length is the report's own
-``shrink.to_ops`` (ops of a sequential trace; owner calls of a background
-scenario); a port caught by the background exit check has no trace. One
-port at a time, as ``tests/ports/subtle/measure.py`` runs them.
+``shrink.to_entries`` (op lines of the vector written: a call made many
+times in a row is one line, with ``times``), with ``shrink.to_ops`` (the
+calls; a background scenario's owner calls, one entry each); a port caught
+by the background exit check has no trace. One port at a time, as
+``tests/ports/subtle/measure.py`` runs them.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Run:
     after: int | None  # and after
     seconds: float
     largest: int | None = None  # the longest list of one call in the reported trace (depth catches)
+    entries: int | None = None  # op lines of the written vector (a repeated call is one); None: as many as calls
 
     def as_json(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -94,7 +97,9 @@ def run(name: str, args: list[str], seed: int, slack: float, max_time: float) ->
     phase = report.get("found_by") or ("the background exit check" if "background_exit" in report else "?")
     if report.get("deviations"):
         phase = "the search (documented deviations)"
-    return Run(name, seed, "flagged", phase, shrink.get("from_ops"), shrink.get("to_ops"), seconds)
+    after = shrink.get("to_ops")
+    entries = shrink.get("to_entries", after)
+    return Run(name, seed, "flagged", phase, shrink.get("from_ops"), after, seconds, entries=entries)
 
 
 def depth_run(name: str, seed: int, phase_seconds: float) -> Run:
@@ -119,7 +124,7 @@ def depth_run(name: str, seed: int, phase_seconds: float) -> Run:
     shrunk = verify.shrink_divergence(found.divergence, target)
     ops = shrunk.value.ops[: shrunk.failure.step + 1]
     with tempfile.TemporaryDirectory() as folder:
-        cli._write_shortest(shrunk.failure, Path(folder) / "found.jsonl", name, name)
+        entries = cli._write_shortest(shrunk.failure, Path(folder) / "found.jsonl", name, name)
     lists = [
         len(getattr(op, f.name))
         for op in ops
@@ -127,7 +132,7 @@ def depth_run(name: str, seed: int, phase_seconds: float) -> Run:
         if isinstance(f.kind, (Keys, Batch)) and isinstance(getattr(op, f.name), tuple)
     ]
     seconds = time.monotonic() - started
-    return Run(name, seed, "flagged", "the depth phase", found.found_at, len(ops), seconds, max(lists or [0]))
+    return Run(name, seed, "flagged", "the depth phase", found.found_at, len(ops), seconds, max(lists or [0]), entries)
 
 
 def depth_ports() -> list[str]:
@@ -138,28 +143,38 @@ def _phase(found_by: str) -> str:
     return "a vector" if found_by.startswith("vector ") else found_by
 
 
+def _entries(run: Run) -> int | None:
+    """A catch's reported length: its vector's entries (its calls when it was not written as a vector)."""
+    return run.after if run.entries is None else run.entries
+
+
 def table(runs: list[Run], max_time: float) -> str:
     seeds = sorted({r.seed for r in runs})
     out = [f"`auxspec verify --max-time {max_time:g}`, seeds {', '.join(map(str, seeds))}", ""]
-    out += ["| port | seed | caught by | ops before shrinking | ops reported |", "| --- | --- | --- | --- | --- |"]
+    out += [
+        "| port | seed | caught by | calls before shrinking | calls reported | entries reported | largest list |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in sorted(runs, key=lambda r: (r.port, r.seed)):
         if r.result != "flagged":
-            out.append(f"| {r.port} | {r.seed} | {r.result} | | |")
+            out.append(f"| {r.port} | {r.seed} | {r.result} | | | | |")
             continue
-        before = "" if r.before is None else str(r.before)
-        after = "(no trace)" if r.after is None else str(r.after)
-        out.append(f"| {r.port} | {r.seed} | {_phase(r.phase)} | {before} | {after} |")
-    lengths = [r.after for r in runs if r.after is not None]
+        before = "" if r.before is None else f"{r.before:,}"
+        after = "(no trace)" if r.after is None else f"{r.after:,}"
+        entries = "" if _entries(r) is None else f"{_entries(r):,}"
+        largest = f"{r.largest:,}" if r.largest else ""
+        out.append(f"| {r.port} | {r.seed} | {_phase(r.phase)} | {before} | {after} | {entries} | {largest} |")
+    lengths = [n for r in runs if (n := _entries(r)) is not None]
     out.append("")
     if lengths:
         out.append(
-            f"Reported length over {len(lengths)} catches: median {statistics.median(lengths):g}, "
+            f"Reported length (entries) over {len(lengths)} catches: median {statistics.median(lengths):g}, "
             f"largest {max(lengths)}, over 15: {sum(1 for n in lengths if n > 15)}."
         )
     by_phase: dict[str, list[int]] = {}
     for r in runs:
-        if r.after is not None:
-            by_phase.setdefault(_phase(r.phase), []).append(r.after)
+        if (n := _entries(r)) is not None:
+            by_phase.setdefault(_phase(r.phase), []).append(n)
     for phase, found in sorted(by_phase.items()):
         out.append(f"- {phase}: {len(found)} catches, median {statistics.median(found):g}, largest {max(found)}")
     missed = [r for r in runs if r.result != "flagged"]

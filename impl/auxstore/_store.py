@@ -82,6 +82,7 @@ from auxstore._errors import (
     ReentrantCallError,
     UnreferencedKeyError,
 )
+from auxstore._gather import numpy_gather
 from auxstore._types import StoreSnapshot, StoreStats
 
 __all__ = ["BlockObjectStore", "InvariantError"]
@@ -101,6 +102,11 @@ _COPY_EACH_MIN = 4096
 # mapping takes memory only as its pages are written, so memory still follows
 # what is stored; only the address space is reserved.
 _FIRST_CHUNK_BYTES = 1 << 30
+# A mostly scattered read_into of at least this many keys is copied by the
+# optional one-call gather (auxstore._gather) when numpy is installed: below
+# it, numpy's fixed cost per call (a few microseconds) outweighs the Python
+# work per key it saves.
+_GATHER_MIN_KEYS = 16
 _NO_CHUNK = memoryview(b"")  # _base before the first chunk is mapped
 
 
@@ -526,10 +532,7 @@ class BlockObjectStore:
         one_chunk = len(self._chunks) == 1
         if last - first == count - 1 and one_chunk and slots == list(range(first, last + 1)):
             return [self._base[first * nbytes : (last + 1) * nbytes]]  # a prefix hit: one run
-        # Mostly scattered? Judged on a sample of at most 32 neighbour pairs
-        # (only speed depends on it): then one view per key, at C speed.
-        sample = range(0, count - 1, max(1, (count - 1) // 32))
-        if one_chunk and sum(slots[i + 1] - slots[i] == 1 for i in sample) * 4 < len(sample):
+        if one_chunk and _mostly_scattered(slots):  # then one view per key, at C speed
             base = self._base  # a comprehension: cheaper than base.__getitem__ through map
             return [base[start : start + nbytes] for start in map(mul, slots, repeat(nbytes))]
         steps = map(sub, islice(slots, 1, None), slots)
@@ -589,7 +592,9 @@ class BlockObjectStore:
         writable C-contiguous buffer) and return the number of bytes written.
 
         Same recency effect as ``get_concatenated``; a buffer that is too small
-        is a ValueError that changes nothing.
+        is a ValueError that changes nothing. With numpy installed (the
+        ``fast`` extra), a large scattered read is copied in one call from C
+        (``auxstore._gather``); what it returns, raises and moves is the same.
         """
         if self._gate is not None:
             self._blocked("read_into")
@@ -627,6 +632,10 @@ class BlockObjectStore:
             raise ValueError(
                 f"buffer of {size} bytes is too small for {len(keys)} objects of {nbytes} bytes ({total} bytes)"
             )
+        if len(slots) >= _GATHER_MIN_KEYS and _mostly_scattered(slots) and (gather := numpy_gather()) is not None:
+            gather(self._bases, self._chunk_starts, nbytes, slots, target)
+            self._touch(keys, "read_into")
+            return total
         parts = self._parts(slots)
         if len(parts) * _COPY_EACH_MIN > total:
             # Many small runs: one C-level join, then one copy, is cheaper
@@ -905,6 +914,13 @@ class _Growth(NamedTuple):
             chunks.append(chunk)
             allocated += size
         return _Growth(first_chunk, tuple(starts), tuple(chunks), tuple(map(memoryview, chunks)), allocated)
+
+
+def _mostly_scattered(slots: list[int]) -> bool:
+    """Whether few neighbours among ``slots`` are consecutive (judged on a
+    sample of at most 32 neighbour pairs: only speed depends on it)."""
+    sample = range(0, len(slots) - 1, max(1, (len(slots) - 1) // 32))
+    return sum(slots[i + 1] - slots[i] == 1 for i in sample) * 4 < len(sample)
 
 
 # The calls that mark the gate, by code object: how _running_call recognises them on the stack.

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 import traceback
@@ -696,13 +697,17 @@ def _finish(args: argparse.Namespace, report: dict[str, Any], code: int, say: An
     return code
 
 
-def _write_shortest(divergence: Divergence, path: Path, name: str, label: str) -> None:
+def _write_shortest(divergence: Divergence, path: Path, name: str, label: str) -> int:
+    """The trace up to the divergence written to ``path`` as a vector; its
+    entries (op lines: a call repeated in a row is one, with ``times``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     trace = divergence.trace
     shortest = type(trace)(trace.profile, trace.max_bytes, trace.object_nbytes, trace.ops[: divergence.step + 1])
     description = f"found by auxspec verify on {label}"
     outcomes = verify.expected_outcomes_of(shortest)  # a deep trace's on the in-place spec: seconds, not minutes
-    traces.write(traces.Vector(name, description, shortest, outcomes, expected_new(shortest)), path)
+    vector = traces.Vector(name, description, shortest, outcomes, expected_new(shortest))
+    traces.write(vector, path)
+    return traces.entry_count(vector)
 
 
 @contextlib.contextmanager
@@ -728,10 +733,12 @@ def _limits(path: Path) -> dict[str, str]:
     the bytes its compact payloads make."""
     try:
         size = path.stat().st_size
-        lines = longest = 0
+        lines = longest = calls = 0
         with path.open("rb") as stream:
             for line in stream:
                 lines, longest = lines + 1, max(longest, len(line))
+                repeated = _TIMES.search(line)
+                calls += int(repeated.group(1)) if repeated else 1
     except OSError:
         return {}
     limits: dict[str, str] = {}
@@ -743,7 +750,12 @@ def _limits(path: Path) -> dict[str, str]:
         limits[traces.LINE_VARIABLE] = str(longest)
     if (expanded := traces.expanded_size(path)) > traces.MAX_EXPANDED:
         limits[traces.EXPANDED_VARIABLE] = str(expanded)
+    if calls > traces.MAX_EXPANDED_OPS:
+        limits[traces.EXPANDED_OPS_VARIABLE] = str(calls)
     return limits
+
+
+_TIMES = re.compile(rb'"times": (\d+)\}$')  # how a written line ends when it is repeated (traces.dumps)
 
 
 def _render(args: argparse.Namespace, divergence: Divergence) -> str:
@@ -780,12 +792,19 @@ def _diverged(
     report["found_by"] = phase
     lines = [report_text.headline(divergence, phase)]
     lines += _render(args, divergence).split("\n")
-    lines.append(f"shrunk from {before} to {len(divergence.trace.ops)} ops ({shrunk.tries} tries, {shrunk.ended_by})")
+    calls = len(divergence.trace.ops)
+    shrunk_line = len(lines)
+    lines.append(f"shrunk from {before} to {calls} ops ({shrunk.tries} tries, {shrunk.ended_by})")
     if divergence.deviation:
         lines.append(f"this is vLLM's documented deviation {divergence.deviation}: {DEVIATIONS[divergence.deviation]}")
         lines.append("(--keep-going lists every deviation the target has)")
         report["deviation"] = divergence.deviation
-    _write_shortest(divergence, args.out, name, report["target"])
+    entries = _write_shortest(divergence, args.out, name, report["target"])
+    report["shrink"]["to_entries"] = entries
+    if entries < calls:  # a call made many times in a row is one entry of the vector ("times")
+        lines[shrunk_line] = (
+            f"shrunk from {before} to {calls} ops in {entries} entries ({shrunk.tries} tries, {shrunk.ended_by})"
+        )
     lines.append(f"written to {args.out}")
     if not _replays(args.out, target, fresh if divergence.actual.startswith(verify.BROKE) else None):
         lines.append(
@@ -868,11 +887,19 @@ def _diverged_background(
     shrunk = verify.shrink_background(found, target)
     scenario, violation = shrunk.value, shrunk.failure
     calls = shrink.owner_calls(scenario)
-    report["shrink"] = {"from_ops": before, "to_ops": calls, "tries": shrunk.tries, "ended_by": shrunk.ended_by}
+    entries = shrink.owner_entries(scenario.ops)  # its vector's owner-call lines (a repeated call is one)
+    report["shrink"] = {
+        "from_ops": before,
+        "to_ops": calls,
+        "to_entries": entries,
+        "tries": shrunk.tries,
+        "ended_by": shrunk.ended_by,
+    }
     report["found_by"] = "the background phase"
     lines = [report_text.background_headline(violation, calls)]
     lines += violation.split("\n")[1:]  # its first line is the headline's
-    lines.append(f"shrunk from {before} to {calls} owner calls ({shrunk.tries} tries, {shrunk.ended_by})")
+    in_entries = f" in {entries} entries" if entries < calls else ""
+    lines.append(f"shrunk from {before} to {calls} owner calls{in_entries} ({shrunk.tries} tries, {shrunk.ended_by})")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     vector = scenario_vector(scenario, "background-divergence", f"found by auxspec verify on {report['target']}")
     args.out.write_text(traces.dumps_background(vector), encoding="utf-8")
@@ -995,10 +1022,8 @@ def _replay(args: argparse.Namespace, trace: Trace, target: Target, how: str) ->
     if verify.is_deep(trace):  # a deep trace: its calls by their ends, judged on the in-place spec
         print(f"{len(trace.ops):,} calls, judged on the in-place spec (models.incremental); the first and last:")
         print(f"store(max_bytes={trace.max_bytes}, object_nbytes={trace.object_nbytes}, profile={trace.profile})")
-        ends = [*enumerate(trace.ops[:3], 1), None, *enumerate(trace.ops[-6:], len(trace.ops) - 5)]
-        for end in ends:
-            shown = f"  ... {len(trace.ops) - 9:,} calls ..." if end is None else f"{end[0]:>7,}. {describe(end[1])}"
-            print(report_text.clip(shown))
+        for row in report_text.calls_by_ends(trace.ops):
+            print(row)
     else:
         print(printable(explain(trace), newlines=True))
     divergence = _compare(trace, target)

@@ -23,12 +23,14 @@ it, like any other divergence.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import cast
 
 from auxspec.drivers import gated
+from auxspec.engine import budget
 from auxspec.engine.compare import Divergence, compare
 from auxspec.engine.ops import Get, Op, Put, Trace
 from auxspec.engine.table import kind_of
@@ -234,17 +236,18 @@ def shrink(found: Divergence, judge: Callable[[Trace], Divergence | None], secon
     deadline = time.monotonic() + seconds
     best = _cut(found)
     improved = True
-    while improved and time.monotonic() < deadline:
-        improved = False
-        for candidate in _candidates(best.trace):
-            if time.monotonic() > deadline:
-                break
-            if len(candidate.ops) > len(best.trace.ops) or candidate == best.trace:
-                continue
-            again = judge(candidate)
-            if again is not None:
-                best, improved = _cut(again), True
-                break
+    with budget.until(deadline), contextlib.suppress(budget.OutOfTime):  # a candidate stops at the deadline too
+        while improved and time.monotonic() < deadline:
+            improved = False
+            for candidate in _candidates(best.trace):
+                if time.monotonic() > deadline:
+                    break
+                if len(candidate.ops) > len(best.trace.ops) or candidate == best.trace:
+                    continue
+                again = judge(candidate)
+                if again is not None:
+                    best, improved = _cut(again), True
+                    break
     return best
 
 
@@ -253,7 +256,11 @@ def _outcomes(trace: Trace) -> list[Outcome]:
     assert isinstance(trace.max_bytes, int) and isinstance(trace.object_nbytes, int)  # a depth life's sizes
     live = incremental.new(trace.max_bytes, trace.object_nbytes, trace.profile)
     assert isinstance(live, incremental.Live)
-    return [depth.spec_step(live, op) for op in trace.ops]
+    outcomes = []
+    for index, op in enumerate(trace.ops):
+        budget.check_every(index)
+        outcomes.append(depth.spec_step(live, op))
+    return outcomes
 
 
 _CLASSES = ("no-op put", "observation", "miss", "failed put", "read", "hit", "pin", "put")
@@ -318,6 +325,12 @@ def _candidates(trace: Trace) -> Iterator[Trace]:
                 yield replace(trace, max_bytes=fewer * trace.object_nbytes)
 
 
+def rebuilt(trace: Trace, cut: int) -> tuple[Op, ...] | None:
+    """One put that rebuilds the spec's state after the first ``cut`` ops of
+    a deep trace (``_rebuilds``); None when the store is closed by then."""
+    return _rebuilds(trace, [cut])[cut]
+
+
 def _rebuilds(trace: Trace, cuts: list[int]) -> dict[int, tuple[Op, ...] | None]:
     """For each of ``cuts`` (ascending), one put that rebuilds the spec's
     state after the first that many ops: the stored keys in recency order
@@ -331,7 +344,8 @@ def _rebuilds(trace: Trace, cuts: list[int]) -> dict[int, tuple[Op, ...] | None]
     found: dict[int, tuple[Op, ...] | None] = {}
     at = 0
     for cut in cuts:
-        for op in trace.ops[at:cut]:
+        for index, op in enumerate(trace.ops[at:cut]):
+            budget.check_every(index)  # a rebuild is a pass over a deep trace: within the shrink's deadline
             depth.spec_step(live, op)
         at = cut
         retain = tuple(key for key, count in live.counts.items() for _ in range(count))

@@ -15,9 +15,11 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from auxspec.engine.compare import Divergence, show
+from auxspec.engine.ops import Op, numbered, runs
 from auxspec.engine.table import describe
 from auxspec.models.sequential import Ok
 
@@ -174,3 +176,22 @@ def target_words(target: str | None, exec_command: str | None) -> list[str]:
     if exec_command:
         return ["--exec", exec_command]
     return ["--target", target] if target else []
+
+
+def calls_by_ends(
+    ops: tuple[Op, ...], show: Callable[[Op], str] = describe, first: int = 3, last: int = 6
+) -> list[str]:
+    """A long trace's calls as rows, by its ends (its ``first`` and ``last``
+    entries): a call made many times in a row is one row, "× N", as its
+    vector writes it once with ``times``; each row within ``WIDTH``."""
+    found = runs(ops)
+    rows: list[str] = []
+    for at, (index, op, count) in enumerate(found):
+        if first <= at < len(found) - last:
+            if at == first:
+                hidden = found[len(found) - last][0] - index
+                rows.append(f"  ... {hidden:,} calls in {len(found) - first - last:,} entries ...")
+            continue
+        times = f" × {count:,}" if count > 1 else ""
+        rows.append(clip(f"{numbered(index, count):>7}. {show(op)}{times}"))
+    return rows

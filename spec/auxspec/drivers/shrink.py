@@ -20,13 +20,15 @@ Every field is reached through the op table's field kinds
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar, cast
 
+from auxspec.engine import budget
 from auxspec.engine.fields import Batch, Form, Key, Keys, Shape
-from auxspec.engine.ops import Bad, Op, Trace
+from auxspec.engine.ops import Bad, Get, Op, Put, ReadInto, Trace, runs
 from auxspec.engine.table import kind_of
 from auxspec.generators.background import Release, Scenario, Step
 
@@ -65,13 +67,19 @@ class _Search(Generic[T]):
         return True
 
     def first_failing(self, candidates: Iterator[T]) -> tuple[T, Any] | None:
-        for candidate in candidates:
-            if self.out_of_budget():
-                return None
-            self.tries += 1
-            failure = self.fails(candidate)
-            if failure is not None:
-                return candidate, failure
+        # The deadline holds inside a candidate too (engine.budget): one replay of a deep
+        # trace, or the spec's pass that makes the next candidates, may outlast the budget.
+        with budget.until(self.deadline):
+            try:
+                for candidate in candidates:
+                    if self.out_of_budget():
+                        return None
+                    self.tries += 1
+                    failure = self.fails(candidate)
+                    if failure is not None:
+                        return candidate, failure
+            except budget.OutOfTime:
+                self.ended_by = "time"
         return None
 
 
@@ -279,6 +287,148 @@ def _bulk_cuts(
             yield (*kept, last)
 
 
+def work(ops: tuple[Any, ...]) -> int:
+    """What replaying ``ops`` costs, in the unit of one call or one key of a list."""
+    total = len(ops)
+    for op in ops:
+        if not isinstance(op, Release):
+            total += sum(len(v) for v in vars(op).values() if isinstance(v, tuple))
+    return total
+
+
+def affordable(ops: tuple[Any, ...]) -> int:
+    """The most ``work`` a candidate of ``ops`` may cost: a call repeated, or a
+    run made its biggest call, would otherwise turn one call of 5,000 keys into
+    40,000 of them, one candidate taking longer than the whole search."""
+    now = work(ops)
+    return max(2 * now, now + MERGED_MOST)
+
+
+def entry_count(ops: tuple[Any, ...]) -> int:
+    """How many entries ``ops`` take as a counterexample: a call made many
+    times in a row is one (a vector writes it once with ``times``, a report
+    prints it once with "× N")."""
+    return len(runs(ops))
+
+
+def _reads_of_one_key(trace: Trace, outcomes: tuple[object, ...]) -> Iterator[tuple[Any, ...]]:
+    """The reads that hit made reads of one key that one put stores: as many
+    keys read up to ``MERGED_MOST`` (a counter of hits or touches counts as
+    far), in two entries (one put, one read), the last op kept. Where the
+    reads' keys are kept stored by puts between them the whole trace goes
+    but for those."""
+    ops = trace.ops
+    size = trace.object_nbytes
+    if len(ops) < 3 or type(size) is not int or size < 0:
+        return
+    read = [  # a read_into that succeeds hits as a get does
+        op.keys
+        for op, outcome in zip(ops[:-1], outcomes, strict=False)
+        if isinstance(op, (Get, ReadInto)) and outcome == "ok" and isinstance(op.keys, tuple)
+    ]
+    total = sum(map(len, read))
+    key = next((keys[0] for keys in read if keys and type(keys[0]) is str), None)
+    if key is None or total < 2:
+        return
+    # At most one read of MERGED_MOST keys (past a 16-bit counter twice over): a deep trace may
+    # read millions of keys, which would make this one candidate cost more than the whole search.
+    yield (Put(((key, bytes(size)),)), Get((key,) * min(total, MERGED_MOST)), ops[-1])
+
+
+Rebuild = Callable[[Trace, int], tuple[Op, ...] | None]  # calls that make the spec's state after ops[:cut]
+
+
+def _one_class_repeated(
+    trace: Trace, outcomes: tuple[object, ...], rebuild: Rebuild | None = None
+) -> Iterator[tuple[Any, ...]]:
+    """For each class of calls (a kind of op with one kind of outcome: the
+    puts that fail for capacity, the reads that hit, ...), that class's
+    first call made as many times as the class has calls, then the last op;
+    before them, given ``rebuild``, a call that rebuilds the state the first
+    was made in (then the whole trace is three or four entries; the class's
+    last call first, then its first), else the trace up to the first. The
+    classes that fail first, then the most numerous. A counter of one class of calls (failed puts
+    wrapping at 1,024) counts as far, where the first call repeats alike (a
+    put that fails changes nothing under strict)."""
+    ops = trace.ops
+    body = ops[:-1]
+    if len(body) < 2:
+        return
+    classes: dict[tuple[str, object], list[int]] = {}
+    for index, op in enumerate(body):
+        if not isinstance(op, Release) and index < len(outcomes):
+            classes.setdefault((kind_of(op).name, outcomes[index]), []).append(index)
+    # The classes that fail first (a counter of failures), then the most numerous (a counter of calls):
+    # on a deep trace the clock allows a few of these candidates, each a pass to rebuild and a judge.
+    repeated = [
+        classes[label]
+        for label in sorted(classes, key=lambda label: (label[1] == "ok", -len(classes[label])))
+        if len(classes[label]) > 1
+    ]
+    for at in (-1, 0) if rebuild is not None else ():
+        # Each class's last call (made in the state nearest the end: a pin that a counter's
+        # maintenance drops is held there), then its first, in the state it was made in, rebuilt.
+        for indexes in repeated:
+            one = indexes[at]
+            before = rebuild(trace, one) if one and rebuild is not None else ()
+            if before is not None:
+                yield (*before, *[body[one]] * len(indexes), ops[-1])
+    for indexes in repeated:
+        first = indexes[0]
+        yield (*body[:first], *[body[first]] * len(indexes), ops[-1])
+
+
+ALIKE_RUNS = 8  # the longest runs that are made alike one at a time, after all of them at once
+
+
+def _alike(ops: tuple[Any, ...], outcomes: tuple[object, ...] | None = None) -> Iterator[tuple[Any, ...]]:
+    """Neighbouring calls made the same call: each run of ops of one kind
+    (and, given ``outcomes``, one outcome: a failing put stays a failing put)
+    with every op replaced by one of them (``_PICKS``); all runs at once,
+    then the longest runs one at a time. A bug that needs
+    N calls (a counter of puts, of failed puts, maintenance every N puts)
+    keeps its N calls and they become one entry (``times``); the last op is
+    kept as it is."""
+    if len(ops) < 3:
+        return
+    body = ops[:-1]
+    groups: list[list[int]] = []  # [start, end] of each run of one kind and one outcome
+    labels: list[tuple[str, object]] = []
+    for index, op in enumerate(body):
+        kind = "writer" if isinstance(op, Release) else kind_of(op).name
+        label = kind, outcomes[index] if outcomes is not None and index < len(outcomes) else None
+        if labels and labels[-1] == label:
+            groups[-1][1] = index + 1
+        else:
+            groups.append([index, index + 1])
+            labels.append(label)
+    mixed = [
+        (start, end)
+        for (start, end), (kind, _) in zip(groups, labels, strict=True)
+        if kind != "writer" and any(body[i] != body[start] for i in range(start + 1, end))
+    ]
+    tried: list[list[Any]] = []
+    chosen_sets = [mixed, *([run] for run in sorted(mixed, key=lambda r: r[0] - r[1])[:ALIKE_RUNS])]
+    for chosen in chosen_sets if mixed else []:
+        for pick in _PICKS:
+            out = list(body)
+            for start, end in chosen:
+                out[start:end] = pick(body[start:end])
+            if out not in tried:
+                tried.append(out)
+                yield (*out, ops[-1])
+
+
+# How a run is made alike: every call its last; every call its first; every
+# call but the last its first (a bug that needs N calls before a different
+# one: 64 batches, then the one the wrapped sequence number skips).
+_PICKS: tuple[Callable[[tuple[Any, ...]], list[Any]], ...] = (
+    lambda run: [run[-1]] * len(run),
+    lambda run: [run[0]] * len(run),
+    lambda run: [run[0]] * (len(run) - 1) + [run[-1]],
+)
+
+
 def _key_merges(ops: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
     """Fewer distinct keys: a later key made an earlier one of its type."""
     keys = _distinct_keys(ops)
@@ -307,18 +457,37 @@ def shrink_trace(
     tries: int = TRIES,
     seconds: float = SECONDS,
     outcomes: Callable[[Trace], tuple[object, ...]] | None = None,
+    rebuild: Rebuild | None = None,
 ) -> Shrunk[Trace]:
     """The smallest trace found that still fails. ``fails(trace)`` is its
     failure or None; ``cut(trace, failure)`` drops the ops after the one
     that failed (a failure names its op). ``outcomes(trace)``: the kind of
     the spec's outcome of each op, so that joined calls are calls of the
-    same outcome (``_all_merged``)."""
+    same outcome (``_all_merged``). ``rebuild(trace, n)``: calls that make
+    the spec's state after the first n ops, or None (``_one_class_repeated``)."""
     search: _Search[Trace] = _Search(fails, tries, seconds)
     best = cut(trace, failure)
 
     def candidates(now: Trace) -> Iterator[Trace]:
-        kinds = None if outcomes is None else (lambda: outcomes(now))
-        for ops in _bulk_cuts(now.ops, kinds):
+        known: list[tuple[object, ...]] = []  # the spec's outcome kinds of now's ops: a deep trace's take a pass
+
+        def kinds() -> tuple[object, ...]:
+            assert outcomes is not None
+            if not known:
+                known.append(outcomes(now))
+            return known[0]
+
+        # First, as a deep trace's clock allows few tries: the same calls or more in fewer entries, each
+        # kept only when the entries do go down, so the search cannot cycle.
+        entries = entry_count(now.ops)
+        most = affordable(now.ops)
+        alike = _alike(now.ops, None if outcomes is None else kinds())
+        by_class = () if outcomes is None else _one_class_repeated(now, kinds(), rebuild)
+        one_key = () if outcomes is None else _reads_of_one_key(now, kinds())
+        for ops in itertools.chain(one_key, by_class, alike):
+            if entry_count(ops) < entries and work(ops) <= most:
+                yield replace(now, ops=ops)
+        for ops in _bulk_cuts(now.ops, None if outcomes is None else kinds):
             yield replace(now, ops=ops)
         for ops in _cuts(now.ops):
             yield replace(now, ops=ops)
@@ -359,6 +528,10 @@ def shrink_scenario(
     def candidates(now: Scenario) -> Iterator[Scenario]:
         if now.ending == "drop":
             yield replace(now, ending="close")
+        entries = owner_entries(now.ops)
+        for ops in _alike(now.ops):  # the same owner calls in fewer entries, as for a sequential trace
+            if owner_entries(ops) < entries:
+                yield replace(now, ops=ops)
         for ops in _bulk_cuts(now.ops):
             yield replace(now, ops=ops)
         for ops in _cuts(now.ops):
@@ -386,3 +559,13 @@ def shrink_scenario(
 def owner_calls(scenario: Scenario) -> int:
     """How many owner calls a scenario makes (its length as a counterexample)."""
     return sum(1 for step in scenario.ops if not isinstance(step, Release))
+
+
+def owner_entries(steps: tuple[Step, ...]) -> int:
+    """The owner-call lines of a background vector of ``steps``: a call made
+    many times in a row (no writer release between) is one, with ``times``."""
+    count = 0
+    for index, step in enumerate(steps):
+        if not isinstance(step, Release) and (index == 0 or steps[index - 1] != step):
+            count += 1
+    return count

@@ -37,7 +37,7 @@ from hypothesis.errors import Flaky, NoSuchExample
 from auxspec.drivers import depth as depth_phase
 from auxspec.drivers import gated, shrink
 from auxspec.drivers.protocol import process_target
-from auxspec.engine import traces
+from auxspec.engine import budget, traces
 from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.compare import Divergence, compare, compare_stream
 from auxspec.engine.domain import SIZE_SWEEP, Domain
@@ -444,8 +444,10 @@ def shrink_divergence(
         tries, seconds = min(tries, BROKEN_TRIES), min(seconds, BROKEN_SECONDS)
         shrunk = shrink.shrink_trace(full, again, breaks, cut, tries, seconds)
         return replace(shrunk, tries=shrunk.tries + 1)
+    # A deep trace's calls are the depth phase's (valid, int sizes): its state before a call can be rebuilt.
+    rebuild = depth_phase.rebuilt if is_deep(full) else None
     shrunk = shrink.shrink_trace(
-        full, divergence, fails, cut, tries, seconds, None if is_large(full) else outcome_kinds
+        full, divergence, fails, cut, tries, seconds, None if is_large(full) else outcome_kinds, rebuild
     )
     if is_deep(full) and not is_deep(shrunk.value):
         # Judged on the in-place spec while it was deep; now small enough for
@@ -530,7 +532,11 @@ def expected_outcomes_of(trace: Trace) -> tuple[Outcome, ...]:
     live = incremental.new(trace.max_bytes, trace.object_nbytes, trace.profile)
     if not isinstance(live, incremental.Live):
         return ()
-    return tuple(step(cast(Any, live), op, incremental)[1] for op in trace.ops)
+    outcomes = []
+    for index, op in enumerate(trace.ops):
+        budget.check_every(index)  # a shrink candidate's outcomes are a pass over it too
+        outcomes.append(step(cast(Any, live), op, incremental)[1])
+    return tuple(outcomes)
 
 
 def outcome_kinds(trace: Trace) -> tuple[object, ...]:

@@ -20,7 +20,7 @@ from auxspec.engine.calls import OddReturn
 from auxspec.engine.deviations import deviation
 from auxspec.engine.expect import initial_state, spec_steps
 from auxspec.engine.observable import as_snapshot, observed
-from auxspec.engine.ops import Op, Trace
+from auxspec.engine.ops import Op, Trace, numbered, runs
 from auxspec.engine.table import describe, invoke
 from auxspec.engine.target import Errors, NotRunnable, PortBroken, Target, needs_memory
 from auxspec.models import sequential as model
@@ -79,12 +79,16 @@ class Divergence:
             f"  store(max_bytes={self.trace.max_bytes}, object_nbytes={self.trace.object_nbytes}, "
             f"profile={self.trace.profile})"
         )
-        first = 0 if last is None else max(0, self.step + 1 - last)
-        if first:
-            rows.append(f"     ... {first} ops before not shown")
-        for index, op in enumerate(self.trace.ops[first : self.step + 1], start=first):
-            mark = ">>" if index == self.step else "  "
-            rows.append(f"{mark} {index + 1:>3}. {describe(op)}")
+        # A call made many times in a row is one row, "× N" (as its vector writes it once with "times").
+        before = runs(self.trace.ops, 0, max(self.step, 0)) if self.step >= 0 else []
+        shown = before if last is None else before[max(0, len(before) - (last - 1)) :]
+        if len(shown) < len(before):
+            rows.append(f"     ... {shown[0][0] if shown else self.step} ops before not shown")
+        for index, op, count in shown:
+            times = f" × {count:,}" if count > 1 else ""
+            rows.append(f"   {numbered(index, count):>3}. {describe(op)}{times}")
+        if 0 <= self.step < len(self.trace.ops):
+            rows.append(f">> {self.step + 1:>3}. {describe(self.trace.ops[self.step])}")
         if self.compared and self.want is not None and self.got is not None:
             rows.extend(side_by_side(self))
         else:

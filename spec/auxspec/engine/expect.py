@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from auxspec.engine import budget
 from auxspec.engine.fields import model_items, model_keys
 from auxspec.engine.ops import Op, Put, Trace
 from auxspec.engine.table import kind_of, step
@@ -49,6 +50,7 @@ def spec_steps(
     state = start
     last = len(trace.ops) - 1
     for index, op in enumerate(trace.ops if ops is None else ops):
+        budget.check_every(index)  # a shrink candidate keeps the search's deadline inside itself
         after, outcome = step(state, op, semantics)
         if every == 1 or index == last or index % every == every - 1:
             broken = model.violations(after)

@@ -41,7 +41,7 @@ its JSON, how it is shown) is in its row of ``auxspec.engine.table``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 
 @dataclass(frozen=True)
@@ -276,3 +276,34 @@ ALL: Features = frozenset({READ_INTO, OBSERVE, STATS, PYTHON})
 # A port behind the process protocol that makes no handshake (protocol 1);
 # one that does (protocol 2) declares its own (drivers.protocol).
 CORE: Features = frozenset({READ_INTO})
+
+
+_Call = TypeVar("_Call")
+
+
+def runs(ops: tuple[_Call, ...], start: int = 0, end: int | None = None) -> list[tuple[int, _Call, int]]:
+    """``ops[start:end]`` as runs of the same call made in a row: the index
+    of each run's first op, the op and how many times it is made (what a
+    report prints once with "× N", as a trace file writes it once with
+    ``times``)."""
+    found: list[tuple[int, _Call, int]] = []
+    stop = len(ops) if end is None else end
+    for index in range(start, stop):
+        op = ops[index]
+        if found and same_call(found[-1][1], op):
+            first, same, count = found[-1]
+            found[-1] = (first, same, count + 1)
+        else:
+            found.append((index, op, 1))
+    return found
+
+
+def numbered(first: int, count: int) -> str:
+    """The 1-based step number of a run of ``count`` ops from index ``first``."""
+    return f"{first + 1}" if count == 1 else f"{first + 1}-{first + count}"
+
+
+def same_call(a: object, b: object) -> bool:
+    """The same call: equal, and shown alike (a ``KeyStr`` key equals its
+    plain ``str`` but is a different call for a Python port)."""
+    return a is b or (a == b and repr(a) == repr(b))

@@ -7,7 +7,10 @@ shapes; a file that needs none of them is written as format 1, so readers
 of format 1 keep reading it. Format 3 added compact payloads (``Compact``,
 ``Expander``): a long payload or ``ok`` value written as parts, one of them a
 pattern repeated, so a vector of the large-store phase (330 MB of payloads)
-is a file of a few MB; a file that has none is written as before."""
+is a file of a few MB; a file that has none is written as before. Format 4
+added ``"times": N`` on an op line: the same call with the same expected
+outcome N times in a row (a deep bug that needs 65,536 puts is a vector of a
+few lines); a file that repeats no line is written as before."""
 
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from auxspec.engine.ops import (
     Op,
     Trace,
     plain_key,
+    same_call,
 )
 from auxspec.engine.table import BY_NAME, STATS_FIELDS, kind_of, needs
 from auxspec.models import sequential as model
@@ -47,7 +51,8 @@ from auxspec.models.sequential import PROFILES, Err, Kind, Ok, Outcome
 FORMAT = "auxspec-trace"
 VERSION = 2  # 2 added the observations, forms and Bad shapes; a file that needs none of them is written as 1
 COMPACT_VERSION = 3  # 3 added compact payloads: only a file that holds one is written as 3
-VERSIONS = (1, 2, 3)
+REPEAT_VERSION = 4  # 4 added "times" on an op line: only a file that holds one is written as 4
+VERSIONS = (1, 2, 3, 4)
 # The largest read_into buffer a trace or a protocol request may ask for: far
 # more than any trace reads (64 keys of 16 KiB), and a reader (auxspec serve)
 # allocates it, so a line cannot make it allocate gigabytes.
@@ -86,6 +91,14 @@ KEYS_VARIABLE = "AUXSPEC_MAX_HELD_KEYS"
 # A vector of the default large-store phase, unshrunk, makes about 700 MB.
 MAX_EXPANDED = 1 << 30
 EXPANDED_VARIABLE = "AUXSPEC_MAX_EXPANDED_BYTES"
+# The most calls one file stands for once its "times" are expanded (its lines
+# without times count one each): a line of a few bytes may say a call is
+# repeated a billion times, and every reader replays each repetition, so the
+# count is checked before any is made. The deepest counter a bundled or
+# written vector needs is 65,536 calls (a 16-bit one) and the depth phase's
+# lives run to about 150,000; a held trace costs 8 bytes a repetition.
+MAX_EXPANDED_OPS = 1 << 22
+EXPANDED_OPS_VARIABLE = "AUXSPEC_MAX_EXPANDED_OPS"
 # A payload or ok value this long or longer is written in parts when that is
 # shorter: far above the bundled vectors' (objects of 8 KiB, values under
 # 40 KB), which stay hex for every reader; the large-store phase's are 1 MB.
@@ -510,13 +523,18 @@ def dumps(vector: Vector) -> str:
     is shorter (then format 3)."""
     trace = vector.trace
     compact = Compact(trace.ops)
-    body = [
-        json.dumps({**op_to_json(op, compact), "expect": outcome_to_json(outcome, compact)})
-        for op, outcome in zip(trace.ops, vector.expected, strict=True)
-    ]
+    body = []
+    repeated = False
+    for op, outcome, times in entries(trace.ops, vector.expected):
+        line = {**op_to_json(op, compact), "expect": outcome_to_json(outcome, compact)}
+        if times > 1:
+            line["times"] = times
+            repeated = True
+        body.append(json.dumps(line))
+    version = REPEAT_VERSION if repeated else COMPACT_VERSION if compact.used else version_of(trace)
     header = {
         "format": FORMAT,
-        "version": COMPACT_VERSION if compact.used else version_of(trace),
+        "version": version,
         "name": vector.name,
         "description": vector.description,
         "profile": trace.profile,
@@ -525,6 +543,25 @@ def dumps(vector: Vector) -> str:
         "expect_new": outcome_to_json(vector.expected_new),
     }
     return "\n".join([json.dumps(header), *body]) + "\n"
+
+
+def entries(ops: tuple[Op, ...], outcomes: tuple[Outcome, ...]) -> Iterator[tuple[Op, Outcome, int]]:
+    """The lines a file holds for ``ops`` with their expected ``outcomes``:
+    each run of the same call with the same outcome once, with how many
+    times it is made in a row (written as ``"times"`` when more than 1)."""
+    run = 0
+    for index, (op, outcome) in enumerate(zip(ops, outcomes, strict=True)):
+        run += 1
+        last = index + 1 == len(ops)
+        if last or not same_call(ops[index + 1], op) or outcomes[index + 1] != outcome:
+            yield op, outcome, run
+            run = 0
+
+
+def entry_count(vector: Vector) -> int:
+    """How many op lines the file of ``vector`` has: its length as a
+    counterexample (a call repeated in a row is one line)."""
+    return sum(1 for _ in entries(vector.trace.ops, vector.expected))
 
 
 def write(vector: Vector, path: Path) -> None:
@@ -779,10 +816,11 @@ def _vector(stream: IO[Any], source: str, most: int | None = None) -> Vector:
     header = _header(lines, source)
     ops: list[Op] = []
     expected: list[Outcome] = []
-    for op, outcome in _ops(lines, header, source):
-        ops.append(op)
-        expected.append(outcome)
-        if most is not None and len(ops) > most:
+    # Counted in op lines: a line repeated by "times" holds its op once, however many calls it stands for.
+    for held, (op, outcome, times) in enumerate(_entries(lines, header, source), start=1):
+        ops.extend(itertools.repeat(op, times))
+        expected.extend(itertools.repeat(outcome, times))
+        if most is not None and held > most:
             raise TraceError(
                 f"{source}:{at[0]}: more than {most} ops, the most a command that shows every op takes "
                 f"({OPS_VARIABLE} raises it; the rest was not read)"
@@ -830,13 +868,57 @@ _SEEN_MOST = 4096  # distinct op lines remembered while reading one file
 
 
 def _ops(lines: Iterator[tuple[int, str]], header: Header, source: str) -> Iterator[tuple[Op, Outcome]]:
+    """Each call of the file with its expected outcome: a line with
+    ``"times": N`` is N calls (the same objects N times)."""
+    for op, outcome, times in _entries(lines, header, source):
+        for _ in range(times):
+            yield op, outcome
+
+
+def _times(line: Any, where: str, lacking: int | None = None) -> int:
+    """How many calls an op line stands for: its ``times``, a JSON integer
+    of at least 1 (not ``true``, not ``2.0``); refused in a file whose
+    version is below ``lacking`` (the version that added it), when given."""
+    if not isinstance(line, dict) or "times" not in line:
+        return 1
+    times = line["times"]
+    _want(lacking is None, where, f'"times" needs format version {lacking}')
+    shown = repr(times)[:40]
+    _want(type(times) is int and times >= 1, where, f"times is a whole number of calls, 1 or more, got {shown}")
+    return int(times)
+
+
+def _spend(times: int, left: int, where: str) -> int:
+    """The calls the file may still make after a line of ``times`` calls,
+    checked before any of them is made."""
+    if times > left:
+        raise TraceError(
+            f"{where}: the file's lines make more than {expanded_ops_limit()} calls with their times, the most a "
+            f"reader makes ({EXPANDED_OPS_VARIABLE} raises it)"
+        )
+    return left - times
+
+
+def expanded_ops_limit() -> int:
+    """The most calls one file's lines may stand for, their ``times``
+    expanded: ``MAX_EXPANDED_OPS`` or ``EXPANDED_OPS_VARIABLE``.
+
+    raises: TraceError"""
+    return _limit(EXPANDED_OPS_VARIABLE, MAX_EXPANDED_OPS, "calls")
+
+
+def _entries(lines: Iterator[tuple[int, str]], header: Header, source: str) -> Iterator[tuple[Op, Outcome, int]]:
+    """The one reader of a trace file's op lines: each line's op, its
+    expected outcome and how many times in a row it is made."""
     # A line seen before stands for the same (immutable) op and outcome: a
     # long machine-made vector repeats its lines, and then shares their objects.
-    seen: dict[str, tuple[Op, Outcome]] = {}
+    seen: dict[str, tuple[Op, Outcome, int]] = {}
     expand = Expander() if header.version >= COMPACT_VERSION else None
+    left = expanded_ops_limit()
     for number, raw in lines:
         known = seen.get(raw)
         if known is not None:
+            left = _spend(known[2], left, f"{source}:{number}")
             yield known
             continue
         if not raw.strip():
@@ -850,11 +932,13 @@ def _ops(lines: Iterator[tuple[int, str]], header: Header, source: str) -> Itera
             raise TraceError(f"{where}: {op.name} with this form or shape needs format version 2, the header says 1")
         if not isinstance(line, dict) or "expect" not in line:
             raise TraceError(f'{where}: op line needs "expect"')
-        pair = op, outcome_from_json(line["expect"], where, expand)
+        times = _times(line, where, None if header.version >= REPEAT_VERSION else REPEAT_VERSION)
+        left = _spend(times, left, where)
+        entry = op, outcome_from_json(line["expect"], where, expand), times
         if len(seen) >= _SEEN_MOST:
             seen.clear()
-        seen[raw] = pair
-        yield pair
+        seen[raw] = entry
+        yield entry
 
 
 def _json_line(raw: str, where: str) -> Any:
@@ -922,6 +1006,7 @@ def printable(text: str, newlines: bool = False) -> str:
 
 BACKGROUND_FORMAT = "auxspec-background-trace"
 BACKGROUND_VERSION = 1
+BACKGROUND_REPEAT_VERSION = 2  # 2 added "times" on an owner call's line: only a file that holds one is written as 2
 
 
 @dataclass(frozen=True)
@@ -943,9 +1028,17 @@ class BackgroundVector:
 
 
 def dumps_background(vector: BackgroundVector) -> str:
+    lines = []
+    repeated = False
+    for step, times in _step_runs(vector.steps):
+        line: dict[str, Any] = {"writer": step} if isinstance(step, int) else op_to_json(step)
+        if times > 1:
+            line["times"] = times
+            repeated = True
+        lines.append(json.dumps(line))
     header = {
         "format": BACKGROUND_FORMAT,
-        "version": BACKGROUND_VERSION,
+        "version": BACKGROUND_REPEAT_VERSION if repeated else BACKGROUND_VERSION,
         "name": vector.name,
         "description": vector.description,
         "profile": vector.profile,
@@ -956,10 +1049,20 @@ def dumps_background(vector: BackgroundVector) -> str:
         "inner": vector.inner,
         "ending": vector.ending,
     }
-    lines = [json.dumps(header)]
-    for step in vector.steps:
-        lines.append(json.dumps({"writer": step} if isinstance(step, int) else op_to_json(step)))
-    return "\n".join(lines) + "\n"
+    return "\n".join([json.dumps(header), *lines]) + "\n"
+
+
+def _step_runs(steps: tuple[Op | int, ...]) -> Iterator[tuple[Op | int, int]]:
+    """A background vector's steps as lines: each run of the same owner call
+    made in a row once, with how many times (the writer's releases one by one)."""
+    runs: list[list[Any]] = []
+    for step in steps:
+        if not isinstance(step, int) and runs and not isinstance(runs[-1][0], int) and runs[-1][0] == step:
+            runs[-1][1] += 1
+        else:
+            runs.append([step, 1])
+    for step, times in runs:
+        yield step, times
 
 
 def is_background(path: Path) -> bool:
@@ -994,7 +1097,8 @@ def load_background(path: Path) -> BackgroundVector:
             _want(
                 isinstance(header, dict) and header.get("format") == BACKGROUND_FORMAT, where, "not a background vector"
             )
-            _want(header.get("version") == BACKGROUND_VERSION and type(header.get("version")) is int, where, "version")
+            version = header.get("version")
+            _want(version in (BACKGROUND_VERSION, BACKGROUND_REPEAT_VERSION) and type(version) is int, where, "version")
             _want(header.get("profile") in PROFILES, where, f"profile must be one of {', '.join(PROFILES)}")
             for size in ("max_bytes", "object_nbytes"):
                 _want(type(header.get(size)) is int and header[size] > 0, where, f"{size} must be a positive integer")
@@ -1011,6 +1115,7 @@ def load_background(path: Path) -> BackgroundVector:
                 "faults must be [inner call, exception type] pairs",
             )
             steps: list[Op | int] = []
+            left = expanded_ops_limit()
             for number, raw in lines:
                 if not raw.strip():
                     continue
@@ -1020,7 +1125,11 @@ def load_background(path: Path) -> BackgroundVector:
                     _want(type(count) is int and count > 0, f"{source}:{number}", "writer needs a positive count")
                     steps.append(count)
                 else:
-                    steps.append(op_from_json(line, f"{source}:{number}"))
+                    op = op_from_json(line, f"{source}:{number}")
+                    lacking = None if version == BACKGROUND_REPEAT_VERSION else BACKGROUND_REPEAT_VERSION
+                    times = _times(line, f"{source}:{number}", lacking)
+                    left = _spend(times, left, f"{source}:{number}")
+                    steps.extend(itertools.repeat(op, times))
     except OSError as error:
         raise TraceError(f"{path}: cannot read: {error}") from None
     return BackgroundVector(

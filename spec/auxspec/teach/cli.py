@@ -20,7 +20,7 @@ from auxspec.drivers.protocol import ProtocolError, check_op_timeout
 from auxspec.drivers.verify import exec_target, is_deep, judge_long
 from auxspec.engine import traces
 from auxspec.engine.codec import decode
-from auxspec.engine.ops import ALL, Trace
+from auxspec.engine.ops import ALL, Trace, numbered, runs
 from auxspec.engine.target import Target, load_target
 from auxspec.engine.traces import TraceError, printable
 from auxspec.generators.background import Release, Scenario, vector_scenario
@@ -62,6 +62,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     explain.add_argument("--profile", choices=("strict", "upstream"), default="strict", help="for a fuzzer input")
     explain.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    explain.add_argument("--verbose", action="store_true", help="print long lines whole (plain text)")
 
     play = commands.add_parser(
         "play",
@@ -183,7 +184,7 @@ def explain(args: argparse.Namespace) -> int:
         if stop:
             stop()
     colour = {"always": True, "never": False}.get(args.color)
-    terminal.show(line, sys.stdout, colour)
+    terminal.show(line, sys.stdout, colour, full=args.verbose)
     if args.html:
         try:
             args.html.write_text(page(line), encoding="utf-8")
@@ -220,10 +221,8 @@ def explain_long(trace: Trace, path: Path, target: Target | None) -> int:
     differs are shown with both sides."""
     print(f"{path.name}: {len(trace.ops):,} calls, too many to step through: the first and the last")
     print(f"store(max_bytes={trace.max_bytes}, object_nbytes={trace.object_nbytes}, profile={trace.profile})")
-    for number, op in [*enumerate(trace.ops[:3], 1), *enumerate(trace.ops[-6:], len(trace.ops) - 5)]:
-        if number == len(trace.ops) - 5:
-            print(f"  ... {len(trace.ops) - 9:,} calls ...")
-        print(report_text.clip(f"{number:>7,}. {describe_step(op)}"))
+    for row in report_text.calls_by_ends(trace.ops, describe_step):
+        print(row)
     if target is None:
         print("add --target (or --exec) to run it on a store and see where that store differs")
         return 0
@@ -251,12 +250,13 @@ def background_steps(scenario: Scenario) -> list[str]:
         + (f"; faults: {faults}" if faults else "")
     ]
     calls = 0
-    for step in scenario.ops:
+    for _, step, count in runs(scenario.ops):  # an owner call made many times in a row: one row, × N
         if isinstance(step, Release):
-            rows.append(f"      writer: may apply {step.batches} more batch(es) to the inner store")
+            rows.extend([f"      writer: may apply {step.batches} more batch(es) to the inner store"] * count)
         else:
-            calls += 1
-            rows.append(f"{calls:>4}. {describe_step(step)}")
+            times = f" × {count:,}" if count > 1 else ""
+            rows.append(f"{numbered(calls, count):>4}. {describe_step(step)}{times}")
+            calls += count
     rows.append("      then the owner " + ("closes the store" if scenario.ending == "close" else "drops it unclosed"))
     return [report_text.clip(row) for row in rows]
 

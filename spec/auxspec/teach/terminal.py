@@ -4,6 +4,7 @@ terminal, so it reads the same in a log or a pipe."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from typing import IO
 
@@ -11,6 +12,7 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
+from auxspec.drivers.report import WIDTH, clip
 from auxspec.engine.traces import printable
 from auxspec.teach.timeline import (
     EVICTED,
@@ -130,29 +132,46 @@ def header_lines(line: Timeline) -> list[Line]:
 
 # Every segment is escaped where it is written (keys are any string the spec
 # allows: controls, bidirectional overrides, lone surrogates), not where it is made.
-def _plain(line: Line) -> str:
-    return printable("".join(text for text, _ in line).rstrip())
+def _plain(line: Line, full: bool = False) -> str:
+    """A line as plain text, within ``WIDTH`` unless ``full`` (a put of a
+    thousand objects is one call, a store of a thousand keys one row: cut,
+    not wrapped)."""
+    text = printable("".join(text for text, _ in line).rstrip())
+    return text if full else clip(text)
 
 
-def plain(line: Timeline) -> str:
-    """The whole timeline as plain text."""
-    out = [_plain(x) for x in header_lines(line)]
+def _console(file: IO[str], width: int | None = None) -> Console:
+    """Panels no wider than ``WIDTH`` (rich wraps what is longer)."""
+    wide = width or min(shutil.get_terminal_size().columns, WIDTH)
+    return Console(file=file, force_terminal=True, width=wide, highlight=False)
+
+
+def plain(line: Timeline, full: bool = False) -> str:
+    """The whole timeline as plain text (each line within ``WIDTH`` unless ``full``)."""
+    out = [_plain(x, full) for x in header_lines(line)]
     for step in line.steps:
         out.append("")
-        out.extend(_plain(x) for x in step_lines(step, len(line.steps)))
+        out.extend(_plain(x, full) for x in step_lines(step, len(line.steps)))
     return "\n".join(out) + "\n"
 
 
-def show(line: Timeline, file: IO[str] | None = None, colour: bool | None = None, width: int | None = None) -> None:
+def show(
+    line: Timeline,
+    file: IO[str] | None = None,
+    colour: bool | None = None,
+    width: int | None = None,
+    full: bool = False,
+) -> None:
     """Print ``line``: panels when ``file`` (stdout by default) is a terminal
-    or ``colour`` is True, plain text otherwise."""
+    or ``colour`` is True, plain text otherwise; lines within ``WIDTH``
+    unless ``full``."""
     out = file or sys.stdout
     if colour is None:
         colour = out.isatty()
     if not colour:
-        out.write(plain(line))
+        out.write(plain(line, full))
         return
-    console = Console(file=out, force_terminal=True, width=width, highlight=False)
+    console = _console(out, width)
     for x in header_lines(line):
         console.print(_text(x))
     for step in line.steps:
@@ -174,7 +193,7 @@ def show_step(step: Step, total: int, file: IO[str], colour: bool) -> None:
     if not colour:
         file.write("\n".join(_plain(x) for x in body) + "\n")
         return
-    console = Console(file=file, force_terminal=True, highlight=False)
+    console = _console(file)
     border = "red" if step.outcome_text.startswith("error") else ("yellow" if step.evicted else "blue")
     console.print(
         Panel(Group(*(_text(x) for x in body[1:])), title=_text(body[0]), title_align="left", border_style=border)
