@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from auxspec.engine import budget
 from auxspec.engine.fields import Batch, Form, Key, Keys, Shape
-from auxspec.engine.ops import Bad, Get, Op, Put, ReadInto, Trace, runs
+from auxspec.engine.ops import Bad, Get, Op, Put, Trace, runs
 from auxspec.engine.table import kind_of
 from auxspec.generators.background import Release, Scenario, Step
 
@@ -322,9 +322,9 @@ def _reads_of_one_key(trace: Trace, outcomes: tuple[object, ...]) -> Iterator[tu
     if len(ops) < 3 or type(size) is not int or size < 0:
         return
     read = [  # a read_into that succeeds hits as a get does
-        op.keys
+        cast(Get, op).keys
         for op, outcome in zip(ops[:-1], outcomes, strict=False)
-        if isinstance(op, (Get, ReadInto)) and outcome == "ok" and isinstance(op.keys, tuple)
+        if kind_of(op).name in ("get", "read_into") and outcome == "ok" and isinstance(cast(Get, op).keys, tuple)
     ]
     total = sum(map(len, read))
     key = next((keys[0] for keys in read if keys and type(keys[0]) is str), None)
