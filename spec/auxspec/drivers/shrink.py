@@ -321,11 +321,11 @@ def _reads_of_one_key(trace: Trace, outcomes: tuple[object, ...]) -> Iterator[tu
     size = trace.object_nbytes
     if len(ops) < 3 or type(size) is not int or size < 0:
         return
-    read = [  # a read_into that succeeds hits as a get does
-        cast(Get, op).keys
-        for op, outcome in zip(ops[:-1], outcomes, strict=False)
-        if kind_of(op).name in ("get", "read_into") and outcome == "ok" and isinstance(cast(Get, op).keys, tuple)
-    ]
+    read: list[tuple[Any, ...]] = []  # a read_into that succeeds hits as a get does
+    for op, outcome in zip(ops[:-1], outcomes, strict=False):
+        keys = cast(Get, op).keys if kind_of(op).name in ("get", "read_into") and outcome == "ok" else None
+        if isinstance(keys, tuple):
+            read.append(keys)
     total = sum(map(len, read))
     key = next((keys[0] for keys in read if keys and type(keys[0]) is str), None)
     if key is None or total < 2:
