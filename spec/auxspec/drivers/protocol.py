@@ -34,7 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from auxspec.engine.compare import apply
 from auxspec.engine.ops import (
@@ -53,7 +53,7 @@ from auxspec.engine.ops import (
     SpelledInt,
     plain_key,
 )
-from auxspec.engine.table import BY_NAME, STATS_FIELDS
+from auxspec.engine.table import BY_NAME, STATS_FIELDS, kind_of
 from auxspec.engine.target import NotRunnable, Observe, PortBroken, Target, load_target
 from auxspec.engine.traces import (
     MAX_LINE,
@@ -877,15 +877,16 @@ class Plan:
             line = request_line(body)
             size = len(line)
             reads = getattr(op, "keys", ())
-            bound = 2 * size + 64 + (2 * len(reads) * self.nbytes if isinstance(op, (Get, ReadInto)) else 0)
-            if isinstance(op, Put):
+            kind = kind_of(op).name
+            bound = 2 * size + 64 + (2 * len(reads) * self.nbytes if kind in ("get", "read_into") else 0)
+            if kind == "put":
                 self._put_bytes += size
             snapshot = self.snapshots and self.observed(self._next)
             if snapshot:
                 bound += 4 * self._put_bytes + 200
             too_many = sent + size > min(self.byte_limit, BATCH_REQUEST_BYTES)
             if bodies and (too_many or answer + bound > BATCH_ANSWER_BYTES):
-                if isinstance(op, Put):
+                if kind == "put":
                     self._put_bytes -= size
                 break
             bodies.append((body, line))
@@ -909,8 +910,9 @@ def _wire(op: Op) -> dict[str, Any]:
     body = op_to_json(op)
     for name in _PYTHON_ONLY:
         body.pop(name, None)
-    if isinstance(op, Contains):
-        body["key"] = plain_key(op.key) if isinstance(op.key, str) else op.key
+    if kind_of(op).name == "contains":
+        key = cast(Contains, op).key
+        body["key"] = plain_key(key) if isinstance(key, str) else key
     return body
 
 
