@@ -247,8 +247,11 @@ def test_the_shrink_deadline_holds_inside_one_candidate(monkeypatch: pytest.Monk
     assert found is not None  # the 30th put forgets: k0 is missing at the end
     clock[0] = 0.0
     shrunk = shrink.shrink_trace(
-        found.trace, found, lambda t: compare(t, target, every=len(t.ops) + 1, replay=False),
-        lambda t, f: t, seconds=100.0,
+        found.trace,
+        found,
+        lambda t: compare(t, target, every=len(t.ops) + 1, replay=False),
+        lambda t, f: t,
+        seconds=100.0,
     )
     assert shrunk.ended_by == "time"
     assert calls_after[0] <= budget.EVERY, calls_after[0]  # without the check: up to a candidate's 1,000
