@@ -247,8 +247,11 @@ def test_the_shrink_deadline_holds_inside_one_candidate(monkeypatch: pytest.Monk
     assert found is not None  # the 30th put forgets: k0 is missing at the end
     clock[0] = 0.0
     shrunk = shrink.shrink_trace(
-        found.trace, found, lambda t: compare(t, target, every=len(t.ops) + 1, replay=False),
-        lambda t, f: t, seconds=100.0,
+        found.trace,
+        found,
+        lambda t: compare(t, target, every=len(t.ops) + 1, replay=False),
+        lambda t, f: t,
+        seconds=100.0,
     )
     assert shrunk.ended_by == "time"
     assert calls_after[0] <= budget.EVERY, calls_after[0]  # without the check: up to a candidate's 1,000
@@ -261,3 +264,31 @@ def test_a_candidate_costs_at_most_twice_the_trace_it_shrinks() -> None:
     ops = (Put((("k0", b"\x00\x00"),)), big, *[Get(("k0",))] * 3_000, Stats())
     most = shrink.affordable(ops)
     assert shrink.work(ops) < most < shrink.work((big,) * 3_001)
+
+
+def test_a_deep_counter_of_put_calls_shrinks_to_a_few_entries(tmp_path: Path) -> None:
+    """A put number that wraps (at 1,024 here, at 65,536 in tests/ports/depth):
+    only the number of put calls before the wrong eviction matters, and the
+    reads between them change the state. The shrinker rebuilds the state
+    before the last calls in one put after as many no-op puts as the trace
+    made before it, so the report is a few entries however long the life was."""
+    port = tmp_path / "put_number_11_bits.py"
+    port.write_text(
+        f"import sys\nsys.path.insert(0, {str(Path(__file__).parent / 'ports' / 'depth')!r})\n"
+        "from d_put_number_16_bits import BlockObjectStore as Deep\n\n"
+        "class BlockObjectStore(Deep):\n    MASK = 0x7FF\n"
+    )
+    target = load_target(str(port))
+    ops: list[Op] = []
+    for number in range(2_600):
+        ops.append(Put(((f"k{number}", bytes([number % 256, 1])),)))
+        if number % 3 == 0:
+            ops.append(Get((f"k{number - number % 6}",)))
+    trace = Trace("strict", 16, 2, (*ops, Stats()))
+    assert verify.is_deep(trace)
+    found = verify.judge_long(trace, target)
+    assert found is not None
+    shrunk = verify.shrink_divergence(found, target, seconds=10.0)  # the count-keeping rebuild is among the first tries
+    assert shrink.entry_count(shrunk.value.ops) <= 8, [(op, n) for _, op, n in runs(shrunk.value.ops)]
+    assert sum(1 for op in shrunk.value.ops if isinstance(op, Put)) >= 2_048  # the number still wraps
+    assert verify.judge_long(shrunk.value, load_target(None)) is None  # the spec's own store agrees with it

@@ -378,6 +378,28 @@ def _one_class_repeated(
         yield (*body[:first], *[body[first]] * len(indexes), ops[-1])
 
 
+NOTHING = Put()  # the spec's no-op call: a put of no objects, no retains and no releases
+TAILS = (4, 16, 64, 1_024)  # the calls before the divergence that a count-keeping rebuild keeps
+
+
+def _rebuilt_keeping_count(trace: Trace, rebuild: Rebuild) -> Iterator[tuple[Any, ...]]:
+    """The trace but for its last few calls (``TAILS``) made the spec's state
+    before them, rebuilt in one put, after as many puts that do nothing as
+    there were puts before it but one: the spec's state and the number of put
+    calls a port has seen are the same where the kept calls start. A counter
+    of put calls (a 16-bit put number wrapping after 65,536 puts) then needs
+    no other call: the trace is three entries and the tail."""
+    ops = trace.ops
+    for tail in TAILS:
+        cut = len(ops) - 1 - tail
+        if cut < 2:
+            return
+        puts = sum(1 for op in ops[:cut] if not isinstance(op, Release) and kind_of(op).name == "put")
+        before = rebuild(trace, cut) if puts >= 1 else None
+        if before is not None and len(before) <= puts:
+            yield (*[NOTHING] * (puts - len(before)), *before, *ops[cut:])
+
+
 ALIKE_RUNS = 8  # the longest runs that are made alike one at a time, after all of them at once
 
 
@@ -484,7 +506,8 @@ def shrink_trace(
         alike = _alike(now.ops, None if outcomes is None else kinds())
         by_class = () if outcomes is None else _one_class_repeated(now, kinds(), rebuild)
         one_key = () if outcomes is None else _reads_of_one_key(now, kinds())
-        for ops in itertools.chain(one_key, by_class, alike):
+        counted = () if rebuild is None else _rebuilt_keeping_count(now, rebuild)
+        for ops in itertools.chain(one_key, counted, by_class, alike):
             if entry_count(ops) < entries and work(ops) <= most:
                 yield replace(now, ops=ops)
         for ops in _bulk_cuts(now.ops, None if outcomes is None else kinds):
