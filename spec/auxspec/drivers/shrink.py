@@ -379,7 +379,7 @@ def _one_class_repeated(
 
 
 NOTHING = Put()  # the spec's no-op call: a put of no objects, no retains and no releases
-TAILS = (4, 16, 64, 1_024)  # the calls before the divergence that a count-keeping rebuild keeps
+TAILS = (4, 16, 64, 256, 1_024)  # the calls before the divergence that a count-keeping rebuild keeps
 
 
 def _rebuilt_keeping_count(trace: Trace, rebuild: Rebuild) -> Iterator[tuple[Any, ...]]:

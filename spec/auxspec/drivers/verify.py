@@ -518,6 +518,17 @@ def judge_long(trace: Trace, target: Target) -> Divergence | None:
     last. The spec's state before the op is the in-place one, so it is
     dropped (no deviation is judged on it)."""
     found = compare(trace, target, every=LONG_EVERY, replay=False, semantics=incremental)
+    if found is not None and found.step > 0 and type(trace.max_bytes) is int and type(trace.object_nbytes) is int:
+        # Found at a checkpoint: the state may have gone wrong up to LONG_EVERY ops before. Again
+        # up to there, the whole state after each op of the stretch before it (as many as cost
+        # DEEP_COST at most), so the report, and a shrink's cut, start at the op that differs.
+        slots = max(trace.max_bytes // max(trace.object_nbytes, 1), 1)
+        stretch = min(LONG_EVERY, max(DEEP_COST // slots, 1))
+        upto = replace(trace, ops=trace.ops[: found.step + 1])
+        exact = compare(
+            upto, target, every=LONG_EVERY, replay=False, semantics=incremental, exact_from=found.step - stretch
+        )
+        found = exact or found
     return None if found is None else replace(found, before=None)
 
 

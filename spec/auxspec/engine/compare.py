@@ -414,6 +414,7 @@ def compare(
     every: int = 1,
     replay: bool = True,
     semantics: Any = None,
+    exact_from: int | None = None,
 ) -> Divergence | None:
     """Run ``trace`` on the spec and on ``target``; the first disagreement.
     ``on_state`` sees each state the spec goes through (a scope report).
@@ -432,11 +433,14 @@ def compare(
     the checkpoint after it).
     ``semantics``: the spec's steps, the model unless a checked stand-in is
     given (the depth phase's ``models.incremental``, with ``replay=False``).
+    ``exact_from``: with ``replay=False``, the whole state is also compared
+    after every op from this index on (a deep trace's last stretch, so its
+    divergence is named at the op where the state first differs).
     """
     if every <= 1:
         return _run(trace, target, on_state, 1, semantics=semantics)
     if not replay:
-        return _run(trace, target, on_state, every, semantics=semantics)
+        return _run(trace, target, on_state, every, semantics=semantics, exact_from=exact_from)
     try:
         coarse = _run(trace, target, None, every)
     except AssertionError:  # the model's invariant, at a checkpoint: name the op
@@ -481,6 +485,7 @@ def _run(
     every: int,
     ops: Iterator[Op] | None = None,
     semantics: Any = None,
+    exact_from: int | None = None,
 ) -> Divergence | None:
     """The one compare loop, over ``trace.ops`` or (``every=1``) the ops
     ``ops`` streams: the ops are not indexed, so a streamed trace is never held."""
@@ -527,11 +532,12 @@ def _run(
         roomy = needs_memory(trace)
         assert not isinstance(built, Err)  # the store was built, as the spec says
         last = len(trace.ops) - 1
+        exact = last + 1 if exact_from is None else exact_from
         index = -1
         for index, (op, before, after, want) in enumerate(spec_steps(trace, built, every, ops, semantics)):
             if on_state is not None:
                 on_state(after)
-            if every == 1 or index == last or index % every == every - 1:
+            if every == 1 or index == last or index % every == every - 1 or index >= exact:
                 found = check_step(store, op, want, observe(after), target, checker, trace.profile, roomy)
             else:
                 found = check_step(store, op, want, None, target, None, trace.profile, roomy)
