@@ -252,7 +252,13 @@ def _close_orphan(shared: _Shared) -> None:
         shared.orphan_claim.pop()
     except IndexError:
         return
-    with contextlib.suppress(Exception):  # nobody to tell: the store was dropped
+    # Nobody to tell: the store was dropped. An interruption landing in the
+    # first try (before close_inner records a close) would be swallowed with
+    # it, and the claim is taken, so no one else would close: try once more
+    # (close_inner closes at most once, so a second try after a close does nothing).
+    with contextlib.suppress(Exception):
+        shared.close_inner()
+    with contextlib.suppress(Exception):
         shared.close_inner()
 
 
