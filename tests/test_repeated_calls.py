@@ -292,3 +292,35 @@ def test_a_deep_counter_of_put_calls_shrinks_to_a_few_entries(tmp_path: Path) ->
     assert shrink.entry_count(shrunk.value.ops) <= 8, [(op, n) for _, op, n in runs(shrunk.value.ops)]
     assert sum(1 for op in shrunk.value.ops if isinstance(op, Put)) >= 2_048  # the number still wraps
     assert verify.judge_long(shrunk.value, load_target(None)) is None  # the spec's own store agrees with it
+
+
+def test_a_deep_divergence_is_named_at_the_same_op_through_a_pipelining_port(tmp_path: Path) -> None:
+    """The exact stretch before a deep trace's checkpoint asks for a snapshot
+    after each of its ops: a port that takes its requests ahead (``batch``)
+    must be sent them ahead too, or its answers fall out of step."""
+    import shlex
+    import sys
+
+    port = tmp_path / "put_number_11_bits.py"
+    port.write_text(
+        f"import sys\nsys.path.insert(0, {str(Path(__file__).parent / 'ports' / 'depth')!r})\n"
+        "from d_put_number_16_bits import BlockObjectStore as Deep\n\n"
+        "class BlockObjectStore(Deep):\n    MASK = 0x7FF\n"
+    )
+    ops: list[Op] = []
+    for number in range(2_600):
+        ops.append(Put(((f"k{number}", bytes([number % 256, 1])),)))
+        if number % 3 == 0:
+            ops.append(Get((f"k{number - number % 6}",)))
+    trace = Trace("strict", 16, 2, (*ops, Stats()))
+    in_process = verify.judge_long(trace, load_target(str(port)))
+    serve = shlex.quote(str(Path(sys.executable).parent / "auxspec"))
+    target, stop = verify.exec_target(f"{serve} serve {shlex.quote(str(port))}")
+    try:
+        assert target.ahead is not None  # serve pipelines
+        through = verify.judge_long(trace, target)
+    finally:
+        stop()
+    assert in_process is not None and through is not None
+    assert (through.step, through.actual) == (in_process.step, in_process.actual)
+    assert in_process.step % verify.LONG_EVERY != verify.LONG_EVERY - 1  # named at its op, not at a checkpoint

@@ -495,7 +495,10 @@ def _run(
     factory = target.factory
     if target.ahead is not None and ops is None and not isinstance(built, Err):  # a held trace, a store built
         last_op = len(trace.ops) - 1
-        factory = target.ahead(trace.ops, lambda i: every == 1 or i == last_op or i % every == every - 1)
+        first_exact = len(trace.ops) if exact_from is None else exact_from
+        factory = target.ahead(
+            trace.ops, lambda i: every == 1 or i == last_op or i % every == every - 1 or i >= first_exact
+        )
     try:
         store, got_new = construct(factory, trace, target.errors)
     except (MemoryError, NotRunnable) as error:  # NotRunnable: a port process's "resources" answer
