@@ -266,25 +266,37 @@ def test_a_candidate_costs_at_most_twice_the_trace_it_shrinks() -> None:
     assert shrink.work(ops) < most < shrink.work((big,) * 3_001)
 
 
-def test_a_deep_counter_of_put_calls_shrinks_to_a_few_entries(tmp_path: Path) -> None:
-    """A put number that wraps (at 1,024 here, at 65,536 in tests/ports/depth):
-    only the number of put calls before the wrong eviction matters, and the
-    reads between them change the state. The shrinker rebuilds the state
-    before the last calls in one put after as many no-op puts as the trace
-    made before it, so the report is a few entries however long the life was."""
-    port = tmp_path / "put_number_11_bits.py"
+def _put_number_port(folder: Path) -> Path:
+    """tests/ports/depth's put-number port with an 11-bit number: it wraps after 2,048 puts."""
+    port = folder / "put_number_11_bits.py"
     port.write_text(
         f"import sys\nsys.path.insert(0, {str(Path(__file__).parent / 'ports' / 'depth')!r})\n"
         "from d_put_number_16_bits import BlockObjectStore as Deep\n\n"
         "class BlockObjectStore(Deep):\n    MASK = 0x7FF\n"
     )
-    target = load_target(str(port))
+    return port
+
+
+def _put_number_trace() -> Trace:
+    """2,600 puts of new keys over a store of 8, reads between: past the wrap, and deep."""
     ops: list[Op] = []
     for number in range(2_600):
         ops.append(Put(((f"k{number}", bytes([number % 256, 1])),)))
         if number % 3 == 0:
             ops.append(Get((f"k{number - number % 6}",)))
     trace = Trace("strict", 16, 2, (*ops, Stats()))
+    return trace
+
+
+def test_a_deep_counter_of_put_calls_shrinks_to_a_few_entries(tmp_path: Path) -> None:
+    """A put number that wraps (at 2,048 here, at 65,536 in tests/ports/depth):
+    only the number of put calls before the wrong eviction matters, and the
+    reads between them change the state. The shrinker rebuilds the state
+    before the last calls in one put after as many no-op puts as the trace
+    made before it, so the report is a few entries however long the life was."""
+    port = _put_number_port(tmp_path)
+    target = load_target(str(port))
+    trace = _put_number_trace()
     assert verify.is_deep(trace)
     found = verify.judge_long(trace, target)
     assert found is not None
@@ -301,18 +313,8 @@ def test_a_deep_divergence_is_named_at_the_same_op_through_a_pipelining_port(tmp
     import shlex
     import sys
 
-    port = tmp_path / "put_number_11_bits.py"
-    port.write_text(
-        f"import sys\nsys.path.insert(0, {str(Path(__file__).parent / 'ports' / 'depth')!r})\n"
-        "from d_put_number_16_bits import BlockObjectStore as Deep\n\n"
-        "class BlockObjectStore(Deep):\n    MASK = 0x7FF\n"
-    )
-    ops: list[Op] = []
-    for number in range(2_600):
-        ops.append(Put(((f"k{number}", bytes([number % 256, 1])),)))
-        if number % 3 == 0:
-            ops.append(Get((f"k{number - number % 6}",)))
-    trace = Trace("strict", 16, 2, (*ops, Stats()))
+    port = _put_number_port(tmp_path)
+    trace = _put_number_trace()
     in_process = verify.judge_long(trace, load_target(str(port)))
     serve = shlex.quote(str(Path(sys.executable).parent / "auxspec"))
     target, stop = verify.exec_target(f"{serve} serve {shlex.quote(str(port))}")
