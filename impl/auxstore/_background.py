@@ -256,10 +256,9 @@ def _close_orphan(shared: _Shared) -> None:
     # first try (before close_inner records a close) would be swallowed with
     # it, and the claim is taken, so no one else would close: try once more
     # (close_inner closes at most once, so a second try after a close does nothing).
-    with contextlib.suppress(Exception):
-        shared.close_inner()
-    with contextlib.suppress(Exception):
-        shared.close_inner()
+    for _ in range(2):
+        with contextlib.suppress(Exception):
+            shared.close_inner()
 
 
 def _dropped(shared: _Shared, writer: threading.Thread) -> None:

@@ -251,11 +251,13 @@ def shrink(found: Divergence, judge: Callable[[Trace], Divergence | None], secon
     return best
 
 
-def _outcomes(trace: Trace) -> list[Outcome]:
-    """The spec's outcome of each op (on the in-place spec)."""
+def spec_outcomes(trace: Trace) -> list[Outcome]:
+    """The spec's outcome of each op, on the in-place spec (each op costs its
+    own size); none when the store cannot be built. Within a shrink's deadline."""
     assert isinstance(trace.max_bytes, int) and isinstance(trace.object_nbytes, int)  # a depth life's sizes
     live = incremental.new(trace.max_bytes, trace.object_nbytes, trace.profile)
-    assert isinstance(live, incremental.Live)
+    if not isinstance(live, incremental.Live):
+        return []
     outcomes = []
     for index, op in enumerate(trace.ops):
         budget.check_every(index)
@@ -289,7 +291,7 @@ def _candidates(trace: Trace) -> Iterator[Trace]:
     if len(ops) < 2:
         return
     last, body = ops[-1], ops[:-1]
-    classes = [_class_of(op, outcome) for op, outcome in zip(ops, _outcomes(trace), strict=True)][:-1]
+    classes = [_class_of(op, outcome) for op, outcome in zip(ops, spec_outcomes(trace), strict=True)][:-1]
 
     def made(kept: tuple[Op, ...]) -> Trace:
         return replace(trace, ops=(*kept, last))

@@ -292,7 +292,8 @@ def work(ops: tuple[Any, ...]) -> int:
     total = len(ops)
     for op in ops:
         if not isinstance(op, Release):
-            total += sum(len(v) for v in vars(op).values() if isinstance(v, tuple))
+            lists = (getattr(op, f.name) for f in kind_of(op).fields if isinstance(f.kind, (Keys, Batch)))
+            total += sum(len(value) for value in lists if isinstance(value, tuple))
     return total
 
 

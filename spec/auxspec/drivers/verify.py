@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from random import Random
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from hypothesis import HealthCheck, Phase, configuration, find, settings
 from hypothesis import strategies as st
@@ -37,14 +37,14 @@ from hypothesis.errors import Flaky, NoSuchExample
 from auxspec.drivers import depth as depth_phase
 from auxspec.drivers import gated, shrink
 from auxspec.drivers.protocol import process_target
-from auxspec.engine import budget, traces
+from auxspec.engine import traces
 from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.compare import Divergence, compare, compare_stream
 from auxspec.engine.domain import SIZE_SWEEP, Domain
 from auxspec.engine.expect import expected_outcomes
 from auxspec.engine.fields import Batch, Key, Keys
 from auxspec.engine.ops import PYTHON, Bad, Trace
-from auxspec.engine.table import kind_of, step
+from auxspec.engine.table import kind_of
 from auxspec.engine.target import PortBroken, Target
 from auxspec.generators import exhaustive, guided, large
 from auxspec.generators.background import Scenario, background_scenario, scaled_background_scenario
@@ -539,15 +539,7 @@ def expected_outcomes_of(trace: Trace) -> tuple[Outcome, ...]:
     vector of 100,000 calls)."""
     if not is_deep(trace):
         return tuple(outcome for outcome, _ in expected_outcomes(trace))
-    assert isinstance(trace.max_bytes, int) and isinstance(trace.object_nbytes, int)
-    live = incremental.new(trace.max_bytes, trace.object_nbytes, trace.profile)
-    if not isinstance(live, incremental.Live):
-        return ()
-    outcomes = []
-    for index, op in enumerate(trace.ops):
-        budget.check_every(index)  # a shrink candidate's outcomes are a pass over it too
-        outcomes.append(step(cast(Any, live), op, incremental)[1])
-    return tuple(outcomes)
+    return tuple(depth_phase.spec_outcomes(trace))
 
 
 def outcome_kinds(trace: Trace) -> tuple[object, ...]:

@@ -492,13 +492,11 @@ def _run(
     semantics = semantics or model
     built = initial_state(trace, semantics)
     want_new: Outcome = built if isinstance(built, Err) else Ok()
+    last = len(trace.ops) - 1
+    exact = last + 1 if exact_from is None else exact_from  # the state is observed after every op from here
     factory = target.factory
     if target.ahead is not None and ops is None and not isinstance(built, Err):  # a held trace, a store built
-        last_op = len(trace.ops) - 1
-        first_exact = len(trace.ops) if exact_from is None else exact_from
-        factory = target.ahead(
-            trace.ops, lambda i: every == 1 or i == last_op or i % every == every - 1 or i >= first_exact
-        )
+        factory = target.ahead(trace.ops, lambda i: every == 1 or i == last or i % every == every - 1 or i >= exact)
     try:
         store, got_new = construct(factory, trace, target.errors)
     except (MemoryError, NotRunnable) as error:  # NotRunnable: a port process's "resources" answer
@@ -534,8 +532,6 @@ def _run(
         checker = getattr(store, "check_invariants", None)  # ports may offer it (auxstore does)
         roomy = needs_memory(trace)
         assert not isinstance(built, Err)  # the store was built, as the spec says
-        last = len(trace.ops) - 1
-        exact = last + 1 if exact_from is None else exact_from
         index = -1
         for index, (op, before, after, want) in enumerate(spec_steps(trace, built, every, ops, semantics)):
             if on_state is not None:
