@@ -471,7 +471,6 @@ def _phases(
     deadline += charged
     background_time -= charged
     explored = 0
-    started, ops_before = time.monotonic(), reach.ops_run
     bar.start("random search", None, max(deadline - time.monotonic(), 0.0))
     budgets["random"] = "time"
     while (left := deadline - time.monotonic()) > 0:
@@ -498,7 +497,6 @@ def _phases(
         deviations[divergence.deviation] = divergence
     if args.max_traces is not None and explored >= args.max_traces:
         budgets["random"] = "count"
-    reach.phase("random", explored, time.monotonic() - started, reach.ops_run - ops_before)
     report["explored"] = explored
     if code := _large_stores(args, target, report, reach, frozenset(deviations), say):
         return code

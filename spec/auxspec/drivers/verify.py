@@ -164,8 +164,10 @@ def explore(
     a cap: a count budget tries the same traces on any machine. Return the
     shrunk divergence (or None) and how many traces were tried. Divergences
     that fall under a deviation in ``known`` do not count."""
-    deadline = time.monotonic() + max_time
+    started = time.monotonic()
+    deadline = started + max_time
     tried = 0
+    ops_before = reach.ops_run if reach is not None else 0
     most = math.inf if max_traces is None else max_traces
 
     def spent() -> bool:
@@ -212,11 +214,24 @@ def explore(
     classic = st.binary(min_size=4, max_size=256)
     scaled = st.tuples(st.integers(SCALED, SPECIAL_SIZES - 1), st.binary(min_size=256, max_size=4096))
     strategies = (classic, scaled.map(lambda drawn: bytes([drawn[0]]) + drawn[1]))
-    for data in SIZE_SWEEP:  # every class of store sizes once, not left to the draw
-        if diverges(data):
-            return failing[data], tried
     rng = Random(seed)
     steered = _Guided(target, profile, Random(rng.getrandbits(64)), known) if PYTHON in target.features else None
+
+    def record() -> None:
+        """The scope report's "random" and "guided" rows: each its own
+        traces, ops and seconds (the guided turns run between random rounds)."""
+        if reach is None:
+            return
+        guided_traces, guided_seconds = (steered.tried, steered.seconds) if steered is not None else (0, 0.0)
+        seconds = time.monotonic() - started - guided_seconds
+        reach.phase("random", tried - guided_traces, seconds, reach.ops_run - ops_before)
+        if steered is not None:
+            steered.record(reach)
+
+    for data in SIZE_SWEEP:  # every class of store sizes once, not left to the draw
+        if diverges(data):
+            record()
+            return failing[data], tried
     if steered is not None and max_traces is not None:
         steered.inputs = GUIDED_INPUTS  # turns of a count, not of seconds
     rounds = 0
@@ -227,7 +242,7 @@ def explore(
             hit = steered.turn(min(GUIDED_TURN, deadline - time.monotonic()))
             tried += steered.tried - before
             if hit is not None:
-                steered.record(reach)
+                record()
                 return hit, tried
             continue
         strategy = strategies[rounds % 2 if steered is None else rounds % 3]
@@ -244,11 +259,9 @@ def explore(
         # answers depend on its history, as a port process's may) is reported
         # as it failed.
         again = compare(decode(found, profile, target.features), target)
-        if steered is not None:
-            steered.record(reach)
+        record()
         return again if again is not None else failing[found], tried
-    if steered is not None:
-        steered.record(reach)
+    record()
     return None, tried
 
 
