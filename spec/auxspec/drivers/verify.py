@@ -42,11 +42,9 @@ from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.compare import Divergence, compare, compare_stream
 from auxspec.engine.domain import SIZE_SWEEP, Domain
 from auxspec.engine.expect import expected_outcomes
-from auxspec.engine.fields import Batch, Key, Keys
-from auxspec.engine.ops import PYTHON, Bad, Trace
-from auxspec.engine.table import kind_of
+from auxspec.engine.ops import PYTHON, Trace
 from auxspec.engine.target import PortBroken, Target
-from auxspec.generators import exhaustive, guided, large
+from auxspec.generators import exhaustive, guided, inputs, large
 from auxspec.generators.background import Scenario, background_scenario, scaled_background_scenario
 from auxspec.models import incremental
 from auxspec.models.sequential import Ok, Outcome, State
@@ -75,7 +73,7 @@ class Reach:
 
     def trace(self, trace: Trace) -> None:
         """Record what a trace reaches without running it."""
-        self.domain.trace(trace)
+        keys = self.domain.trace(trace)
         if not (isinstance(trace.max_bytes, int) and isinstance(trace.object_nbytes, int)) or trace.object_nbytes < 1:
             return
         slots = trace.max_bytes // trace.object_nbytes
@@ -84,17 +82,9 @@ class Reach:
         self.slots, self.object_nbytes = max(self.slots, slots), max(self.object_nbytes, int(trace.object_nbytes))
         self.ops = max(self.ops, len(trace.ops))
         self.ops_run += len(trace.ops)
-        keys: set[object] = set()
-        for op in trace.ops:
-            for f in kind_of(op).fields:
-                value = getattr(op, f.name)
-                if isinstance(f.kind, Key):
-                    keys.add(value)
-                elif isinstance(f.kind, (Keys, Batch)) and not isinstance(value, Bad):
-                    self.key_list = max(self.key_list, len(value))
-                    keys.update(v[0] if isinstance(f.kind, Batch) and not isinstance(v, Bad) else v for v in value)
-        self.keys = max(self.keys, len(keys))
-        self.keys_over_slots = max(self.keys_over_slots, len(keys) / slots)
+        self.key_list = max(self.key_list, keys.longest)
+        self.keys = max(self.keys, keys.distinct)
+        self.keys_over_slots = max(self.keys_over_slots, keys.distinct / slots)
 
     def state(self, state: State) -> None:
         if state.refs:
@@ -173,47 +163,18 @@ def explore(
     def spent() -> bool:
         return tried >= most or time.monotonic() > deadline
 
-    broken: list[PortBroken] = []
-    # Inputs found to diverge. Past the deadline only they still diverge, so
-    # a replay of one during shrinking gets the same answer (Hypothesis calls
-    # a test that changes its answer flaky), and the smallest is kept in case
-    # the target itself answers differently on a second run.
-    failing: dict[bytes, Divergence] = {}
-
-    def diverges(data: bytes) -> bool:
+    def judge(data: bytes) -> Divergence | None:
         nonlocal tried
-        if broken:
-            return False
-        if spent():
-            return data in failing
         tried += 1
         if progress and tried % 2000 == 0:
             progress(tried, max(deadline - time.monotonic(), 0.0))
-        try:
-            found = _judge(decode(data, profile, target.features), target, reach)
-        except PortBroken as error:
-            broken.append(error)  # stop searching; reported once find() returns
-            return False
-        if found is not None and found.deviation not in known:
-            failing[data] = found
-            return True
-        return False
+        found = _judge(decode(data, profile, target.features), target, reach)
+        return found if found is not None and found.deviation not in known else None
 
-    # find() stops at the first divergence and shrinks it; short rounds, each
-    # with its own random stream, keep the search inside the time box.
-    config = settings(
-        max_examples=round_size,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        phases=[Phase.generate, Phase.shrink],
-    )
-    # Rounds alternate the classic scope (small stores, short traces) and the
-    # scaled one (the first byte from SCALED on: swarm configurations, sizes
-    # across scales, long traces), so both get half the time.
-    classic = st.binary(min_size=4, max_size=256)
-    scaled = st.tuples(st.integers(SCALED, SPECIAL_SIZES - 1), st.binary(min_size=256, max_size=4096))
-    strategies = (classic, scaled.map(lambda drawn: bytes([drawn[0]]) + drawn[1]))
+    def judge_again(data: bytes) -> Divergence | None:  # a shrink candidate: not a trace the search explored
+        found = compare(decode(data, profile, target.features), target)
+        return found if found is not None and found.deviation not in known else None
+
     rng = Random(seed)
     steered = _Guided(target, profile, Random(rng.getrandbits(64)), known) if PYTHON in target.features else None
 
@@ -229,9 +190,9 @@ def explore(
             steered.record(reach)
 
     for data in SIZE_SWEEP:  # every class of store sizes once, not left to the draw
-        if diverges(data):
+        if (swept := judge(data)) is not None:
             record()
-            return failing[data], tried
+            return swept, tried
     if steered is not None and max_traces is not None:
         steered.inputs = GUIDED_INPUTS  # turns of a count, not of seconds
     rounds = 0
@@ -245,30 +206,70 @@ def explore(
                 record()
                 return hit, tried
             continue
-        strategy = strategies[rounds % 2 if steered is None else rounds % 3]
+        # Rounds alternate the classic scope (small stores, short traces) and
+        # the scaled one (swarm configurations, sizes across scales, long
+        # traces), each round from its own random stream.
+        scope = SCOPES[rounds % 2 if steered is None else rounds % 3]
         rounds += 1
-        try:
-            found = find(strategy, diverges, settings=config, random=Random(rng.getrandbits(64)))
-        except NoSuchExample:
-            if broken:
-                raise broken[0] from None
-            continue
-        except Flaky:  # the target answered one input two ways: report the smallest it failed
-            found = min(failing, key=lambda data: (len(data), data))
-        # Run once more for the report; a target that now agrees (its
-        # answers depend on its history, as a port process's may) is reported
-        # as it failed.
-        again = compare(decode(found, profile, target.features), target)
-        record()
-        return again if again is not None else failing[found], tried
+        stream = Random(rng.getrandbits(64))
+        for _ in range(round_size):
+            if spent():
+                break
+            data = scope.draw(stream)
+            found = judge(data)
+            if found is not None:
+                left = _shrink_budget(None if max_traces is None else SHRINK_INPUTS)
+                data, found = shrink_input(data, found, judge_again, left)
+                # Run once more for the report; a target that now agrees (its
+                # answers depend on its history, as a port process's may) is
+                # reported as it failed.
+                again = judge_again(data)
+                record()
+                return again if again is not None else found, tried
     record()
     return None, tried
 
 
 GUIDED_TURN = 3.0  # seconds of the coverage-guided search per turn (every third round of explore)
-GUIDED_SHRINK = 10.0  # seconds it may spend shrinking what it found
 GUIDED_INPUTS = 300  # inputs per turn under a count budget (--max-traces)
-GUIDED_SHRINK_INPUTS = 2000  # and inputs its shrinking may try
+SHRINK_SECONDS = 10.0  # seconds the search may spend cutting the input it found
+SHRINK_INPUTS = 2000  # or, under a count budget, the inputs it may try
+SCOPES = (inputs.CLASSIC, inputs.SCALED_SCOPE)  # the random rounds' scopes, in turn
+
+
+def _shrink_budget(inputs_left: int | None) -> Callable[[], bool]:
+    """Whether an input shrink may try one more candidate: ``SHRINK_SECONDS``
+    from now, and ``inputs_left`` candidates when a count budget runs."""
+    deadline = time.monotonic() + SHRINK_SECONDS
+    count = [0]
+
+    def left() -> bool:
+        count[0] += 1
+        return time.monotonic() < deadline and (inputs_left is None or count[0] <= inputs_left)
+
+    return left
+
+
+def shrink_input(
+    data: bytes, found: Divergence, judge: Callable[[bytes], Divergence | None], left: Callable[[], bool]
+) -> tuple[bytes, Divergence]:
+    """The search's first pass over an input that diverges: cut runs of bytes
+    while it still diverges (halving the run when no cut works), while
+    ``left()``. A shorter input decodes to a shorter trace; the report's
+    shrink (``drivers.shrink``) then works on the trace."""
+    best, chunk = data, max(len(data) // 2, 1)
+    while chunk >= 1 and left():
+        at, cut = 0, False
+        while at < len(best) and left():
+            candidate = best[:at] + best[at + chunk :]
+            again = judge(candidate) if candidate else None
+            if again is not None:
+                best, found, cut = candidate, again, True
+            else:
+                at += chunk
+        if not cut:
+            chunk //= 2
+    return best, found
 
 
 class _Guided:
@@ -317,33 +318,10 @@ class _Guided:
         before = self.arcs.fresh
         found = self._judge(data)
         if found is not None:
-            return self._shrink(data, found)
+            return shrink_input(data, found, self._judge, _shrink_budget(self.inputs and SHRINK_INPUTS))[1]
         if self.arcs.fresh > before:
             self.corpus.add(data)
         return None
-
-    def _shrink(self, data: bytes, found: Divergence) -> Divergence:
-        """Cut runs of bytes while the input still diverges (halving the run
-        length when no cut works), for at most ``GUIDED_SHRINK`` seconds."""
-        deadline = time.monotonic() + GUIDED_SHRINK
-        last = self.tried + GUIDED_SHRINK_INPUTS
-
-        def left() -> bool:
-            return time.monotonic() < deadline and (self.inputs is None or self.tried < last)
-
-        best, chunk = data, max(len(data) // 2, 1)
-        while chunk >= 1 and left():
-            at, cut = 0, False
-            while at < len(best) and left():
-                candidate = best[:at] + best[at + chunk :]
-                again = self._judge(candidate) if candidate else None
-                if again is not None:
-                    best, found, cut = candidate, again, True
-                else:
-                    at += chunk
-            if not cut:
-                chunk //= 2
-        return found
 
     def record(self, reach: Reach | None) -> None:
         if reach is not None and self.tried:  # a run too short for a turn has no guided phase to report

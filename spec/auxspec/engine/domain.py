@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from auxspec.engine.codec import SPECIAL_SIZES, SPELLED_SIZES
-from auxspec.engine.fields import Batch, Buffer, FieldKind, Flag, Form, Key, Keys, Payloads, Shape
+from auxspec.engine.fields import Batch, Buffer, Flag, Form, Key, Keys, Payloads, Shape
 from auxspec.engine.ops import (
     ALL,
     BAD_BUFFERS,
@@ -34,12 +35,13 @@ from auxspec.engine.ops import (
     UPSTREAM_PAYLOADS,
     Bad,
     Features,
+    KeyStr,
     SizeValue,
     SpelledFloat,
     SpelledInt,
     Trace,
 )
-from auxspec.engine.table import TABLE, kind_of
+from auxspec.engine.table import TABLE
 
 LONG_KEY = 255  # code points from which a key counts as long (the decoder's LIMIT_LENGTHS start there)
 LONG_LIST = 9  # keys or objects from which a list counts as long (past the classic scope's longest)
@@ -280,15 +282,19 @@ def size_classes(max_bytes: SizeValue, object_nbytes: SizeValue) -> list[str]:
     return found
 
 
-def _list_classes(values: tuple[Any, ...], keys: list[object]) -> list[str]:
-    found = ["empty"] * (not values) + ["long"] * (len(values) >= LONG_LIST)
-    if len(set(map(_hashable, keys))) < len(keys):
-        found.append("repeats")
-    return found
-
-
 def _hashable(key: object) -> object:
     return str.__str__(key) if isinstance(key, str) else key
+
+
+def _key_labels(key: object) -> tuple[str, ...]:
+    return tuple("key: " + name for name in key_classes(key))
+
+
+class TraceKeys(NamedTuple):
+    """What ``Domain.trace`` finds of a trace's keys."""
+
+    distinct: int  # distinct keys (by value) passed in any op
+    longest: int  # the longest key list or batch
 
 
 class Domain:
@@ -297,47 +303,64 @@ class Domain:
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+        self._keys_seen: list[object] = []  # every key the trace being classified passed, in order
 
-    def trace(self, trace: Trace) -> None:
+    def trace(self, trace: Trace) -> TraceKeys:
+        """Count the classes of ``trace``'s values; its distinct keys and
+        longest key list or batch (the scope report's figures)."""
         counts = self.counts
         for name in size_classes(trace.max_bytes, trace.object_nbytes):
             counts["size: " + name] += 1
         nbytes = trace.object_nbytes if type(trace.object_nbytes) is int else None
+        self._keys_seen, self._longest = [], 0
         for op in trace.ops:
-            for f in kind_of(op).fields:
-                self._field(f.kind, getattr(op, f.name), op, nbytes)
+            for name, read in _FIELDS[type(op)]:
+                read(self, getattr(op, name), op, nbytes)
+        return TraceKeys(self._count_keys(self._keys_seen), self._longest)
 
-    def _field(self, kind: FieldKind, value: Any, op: Any, nbytes: int | None) -> None:
+    # One method per field kind (``_READS`` picks it by the kind's type): a
+    # trace's every field is classified, so the dispatch is one lookup.
+    def _key(self, value: Any, op: Any, nbytes: int | None) -> None:
+        self._keys_seen.append(value)
+
+    def _key_list(self, value: Any, op: Any, nbytes: int | None) -> None:
+        if isinstance(value, Bad):
+            self.counts[f"key list: bad: {value.what}"] += 1
+            return
+        self._keys_seen.extend(value)
+        self._list("key list: ", value, value)
+
+    def _payloads(self, value: Any, op: Any, nbytes: int | None) -> None:
+        if not isinstance(op.objects, Bad) and any(not isinstance(o, Bad) and o[1] is not None for o in op.objects):
+            self.counts["payload: " + value] += 1
+
+    def _flag(self, value: Any, op: Any, nbytes: int | None) -> None:
+        self.counts["buffer: read-only"] += bool(value)
+
+    def _shape(self, value: Any, op: Any, nbytes: int | None) -> None:
+        self.counts["buffer shape: " + value] += 1
+
+    def _form(self, value: Any, op: Any, nbytes: int | None) -> None:
+        self.counts["form: " + value] += 1
+
+    def _count_keys(self, keys: list[object]) -> int:
+        """Count the key classes of ``keys`` (each key as often as it was
+        passed); the number of distinct keys. Equal keys are classified once:
+        a trace passes a few keys many times over."""
         counts = self.counts
-        if isinstance(kind, Key):
-            self._keys((value,))
-        elif isinstance(kind, Keys):
-            if isinstance(value, Bad):
-                counts[f"key list: bad: {value.what}"] += 1
-            else:
-                self._keys(value)
-                for name in _list_classes(value, list(value)):
-                    counts["key list: " + name] += 1
-        elif isinstance(kind, Batch):
-            self._batch(value, nbytes)
-        elif isinstance(kind, Payloads):
-            if not isinstance(op.objects, Bad) and any(not isinstance(o, Bad) and o[1] is not None for o in op.objects):
-                counts["payload: " + value] += 1
-        elif isinstance(kind, Buffer):
-            self._buffer(value, op, nbytes)
-        elif isinstance(kind, Flag):
-            counts["buffer: read-only"] += bool(value)
-        elif isinstance(kind, Shape):
-            counts["buffer shape: " + value] += 1
-        elif isinstance(kind, Form):
-            counts["form: " + value] += 1
+        types = set(map(type, keys))
+        if len(types - {int}) > 1 or not types <= {int, str, KeyStr}:
+            for key in keys:  # a str and a str subclass of one value, or odd keys: one by one
+                for label in _key_labels(key):
+                    counts[label] += 1
+            return len(set(map(_hashable, keys)))
+        tally = Counter(keys)  # keys equal as values, and of one str type: one class
+        for key, times in tally.items():
+            for label in _key_labels(key):
+                counts[label] += times
+        return len(tally)
 
-    def _keys(self, keys: Any) -> None:
-        for key in keys:
-            for name in key_classes(key):
-                self.counts["key: " + name] += 1
-
-    def _batch(self, objects: Any, nbytes: int | None) -> None:
+    def _batch(self, objects: Any, op: Any, nbytes: int | None) -> None:
         counts = self.counts
         if isinstance(objects, Bad):
             counts[f"batch: bad: {objects.what}"] += 1
@@ -352,9 +375,19 @@ class Domain:
                 counts["payload: null"] += 1
             elif nbytes is not None and len(obj[1]) != nbytes:
                 counts["payload: wrong length"] += 1
-        self._keys(keys)
-        for name in _list_classes(objects, keys):
-            counts["batch: " + name] += 1
+        self._keys_seen.extend(keys)
+        self._list("batch: ", objects, keys)
+
+    def _list(self, group: str, values: Any, keys: list[object]) -> None:
+        """A key list's or batch's own classes: empty, long, with a key repeated."""
+        count = len(values)
+        self._longest = max(self._longest, count)
+        if not count:
+            self.counts[group + "empty"] += 1
+        elif count >= LONG_LIST:
+            self.counts[group + "long"] += 1
+        if len(set(keys)) < len(keys):  # a str subclass hashes and compares as its value
+            self.counts[group + "repeats"] += 1
 
     def _buffer(self, buffer: Any, op: Any, nbytes: int | None) -> None:
         if isinstance(buffer, Bad):
@@ -391,6 +424,22 @@ class Domain:
 
     def as_json(self) -> dict[str, int]:
         return {c.label: self.counts[c.label] for c in CLASSES}
+
+
+_READS: dict[type, Callable[[Domain, Any, Any, int | None], None]] = {
+    Key: Domain._key,
+    Keys: Domain._key_list,
+    Batch: Domain._batch,
+    Payloads: Domain._payloads,
+    Buffer: Domain._buffer,
+    Flag: Domain._flag,
+    Shape: Domain._shape,
+    Form: Domain._form,
+}
+# Each op type's fields that hold a class of value: the field's name and its kind's reader.
+_FIELDS: dict[type, tuple[tuple[str, Callable[[Domain, Any, Any, int | None], None]], ...]] = {
+    row.cls: tuple((f.name, _READS[type(f.kind)]) for f in row.fields if type(f.kind) in _READS) for row in TABLE
+}
 
 
 def expected(profile: str, features: Features = ALL) -> list[InputClass]:
