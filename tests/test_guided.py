@@ -10,7 +10,8 @@ from typing import Any
 
 from auxspec.drivers.verify import Reach, _Guided
 from auxspec.engine.target import Target, load_target
-from auxspec.generators.guided import Arcs, Corpus
+from auxspec.generators import guided
+from auxspec.generators.guided import Arcs, Corpus, CoverageArcs
 from auxstore import BlockObjectStore
 
 
@@ -39,6 +40,48 @@ def test_arcs_count_new_branches_of_the_target_only_and_restore_the_tracer() -> 
     assert none.fresh == 0 and not none.seen
 
 
+def test_the_c_tracer_counts_new_branches_of_the_target_only_and_resumes_a_measurement() -> None:
+    import coverage
+
+    recorder = guided.target_arcs()
+    assert isinstance(recorder, CoverageArcs)  # coverage.py is a dependency of the verify extra
+    branchy: dict[str, Any] = {}
+    exec(compile(_BRANCHY, "/nonexistent/auxspec-test/branchy.py", "exec"), branchy)
+    outer = coverage.Coverage(data_file=None, config_file=False)  # as pytest-cov measures a test run
+    outer.start()
+    try:
+        with recorder:
+            branchy["branchy"](5)
+        first = recorder.fresh
+        assert first > 0 and type(sys.gettrace()).__name__ == "CTracer"  # the outer measurement goes on
+        with recorder:
+            branchy["branchy"](7)  # the same branch: nothing new
+        assert recorder.fresh == first
+        with recorder:
+            branchy["branchy"](1)  # the other branch
+        assert recorder.fresh > first
+        before = recorder.fresh
+        with recorder:
+            Reach().phase("x", 1, 1.0, 1)  # the spec's own code: not the target's
+        assert recorder.fresh == before == recorder.count
+    finally:
+        outer.stop()
+    assert sys.gettrace() is None
+
+
+def test_the_python_tracer_on_request(monkeypatch: Any) -> None:
+    monkeypatch.setenv("AUXSPEC_PYTHON_TRACER", "1")
+    assert isinstance(guided.target_arcs(), Arcs)
+
+
+def test_without_coverage_py_the_python_tracer_records(monkeypatch: Any) -> None:
+    monkeypatch.setitem(sys.modules, "coverage", None)  # import coverage: ImportError
+    assert isinstance(guided.target_arcs(), Arcs)
+
+
+_BRANCHY = "def branchy(x):\n    if x > 3:\n        return 1\n    return 2\n"
+
+
 def test_mutations_stay_bytes_and_within_the_length() -> None:
     corpus = Corpus(Random(1), most=64)
     corpus.add(bytes(range(40)))
@@ -62,7 +105,7 @@ def test_the_guided_search_grows_a_corpus_on_the_bundled_store_and_finds_a_plant
     bundled = load_target(None)
     search = _Guided(bundled, "strict", Random(4), frozenset())
     assert search.turn(3.0) is None
-    assert len(search.corpus.inputs) > 8 and len(search.arcs.seen) > 200
+    assert len(search.corpus.inputs) > 8 and search.arcs.count > 200
     reach = Reach()
     search.record(reach)
     assert reach.phases["guided"]["traces"] == search.tried > 0 and reach.phases["guided"]["corpus"] > 8

@@ -3,11 +3,12 @@ scope, explore, shrink.
 
 The phases: the vectors; every trace of a small scope
 (``generators.exhaustive``), so small-scope completeness is a guarantee;
-then a random search in which Hypothesis draws bytes and ``engine.codec``
-decodes them (the same decoder the fuzzers use), alternating the classic
-scope and the scaled one (a swarm configuration, sizes across scales), so
-Hypothesis shrinks a divergence to a small input and therefore a short
-trace. ``Reach`` records the largest value each dimension reached. Last,
+then a random search in which ``generators.inputs`` draws bytes and
+``engine.codec`` decodes them (the same decoder the fuzzers use),
+alternating the classic scope and the scaled one (a swarm configuration,
+sizes across scales), with coverage-guided turns between; a divergence's
+input is cut down (a shorter input is a shorter trace) and its trace
+shrunk (``drivers.shrink``). ``Reach`` records the largest value each dimension reached. Last,
 ``explore_large`` runs the traces of ``generators.large`` over a 2.2 GB
 store, whose offsets cross 2^30 and 2^31.
 """
@@ -197,7 +198,7 @@ def explore(
         steered.inputs = GUIDED_INPUTS  # turns of a count, not of seconds
     rounds = 0
     while not spent():
-        if steered is not None and rounds % 3 == 2:
+        if steered is not None and rounds % GUIDED_EVERY == GUIDED_EVERY - 1:
             rounds += 1
             before = steered.tried
             hit = steered.turn(min(GUIDED_TURN, deadline - time.monotonic()))
@@ -209,7 +210,7 @@ def explore(
         # Rounds alternate the classic scope (small stores, short traces) and
         # the scaled one (swarm configurations, sizes across scales, long
         # traces), each round from its own random stream.
-        scope = SCOPES[rounds % 2 if steered is None else rounds % 3]
+        scope = SCOPES[rounds % GUIDED_EVERY % 2 if steered is not None else rounds % 2]
         rounds += 1
         stream = Random(rng.getrandbits(64))
         for _ in range(round_size):
@@ -230,8 +231,12 @@ def explore(
     return None, tried
 
 
-GUIDED_TURN = 3.0  # seconds of the coverage-guided search per turn (every third round of explore)
-GUIDED_INPUTS = 300  # inputs per turn under a count budget (--max-traces)
+# Every fifth round of explore is a guided turn (the four before it: two
+# of each scope), which keeps the random rounds at about a third of the
+# search's time: as much as when their inputs cost twice as much.
+GUIDED_EVERY = 5
+GUIDED_TURN = 3.0  # seconds of the coverage-guided search per turn
+GUIDED_INPUTS = 600  # inputs per turn under a count budget (--max-traces): one to two random ones
 SHRINK_SECONDS = 10.0  # seconds the search may spend cutting the input it found
 SHRINK_INPUTS = 2000  # or, under a count budget, the inputs it may try
 SCOPES = (inputs.CLASSIC, inputs.SCALED_SCOPE)  # the random rounds' scopes, in turn
@@ -279,7 +284,7 @@ class _Guided:
 
     def __init__(self, target: Target, profile: str, rng: Random, known: frozenset[str]) -> None:
         self.target, self.profile, self.rng, self.known = target, profile, rng, known
-        self.arcs = guided.Arcs()
+        self.arcs = guided.target_arcs()
         self.corpus = guided.Corpus(rng)
         self.tried = self.ops = 0
         self.seconds = 0.0
@@ -325,7 +330,7 @@ class _Guided:
 
     def record(self, reach: Reach | None) -> None:
         if reach is not None and self.tried:  # a run too short for a turn has no guided phase to report
-            arcs = len(self.arcs.seen)
+            arcs = self.arcs.count
             reach.phase("guided", self.tried, self.seconds, self.ops, corpus=len(self.corpus.inputs), arcs=arcs)
 
 
