@@ -120,3 +120,12 @@ def test_the_guided_search_grows_a_corpus_on_the_bundled_store_and_finds_a_plant
             break
     assert found is not None
     assert len(found.trace.ops) <= 40  # shrunk
+
+
+def test_a_target_whose_arcs_are_not_recorded_is_still_searched() -> None:
+    # A port installed as a package: neither tracer records its files' arcs,
+    # so no input is kept for a new one; the seeds are mutated instead.
+    search = _Guided(load_target(None), "strict", Random(1), frozenset())
+    search.arcs = Arcs(wanted=lambda filename: False)
+    assert search.turn(0.5) is None
+    assert search.tried > 8 and len(search.corpus.inputs) == 8 and search.arcs.count == 0

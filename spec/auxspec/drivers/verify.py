@@ -305,12 +305,17 @@ class _Guided:
         last = math.inf if self.inputs is None else self.tried + self.inputs
         try:
             if not self.corpus.inputs:  # seeds: a few inputs of each scope
+                seeds = []
                 for index in range(8):
                     first = self.rng.randrange(SCALED, SPECIAL_SIZES) if index % 2 else self.rng.randrange(SCALED)
                     size = 1024 if index % 2 else 64
-                    found = self._keep(bytes([first]) + self.rng.randbytes(size))
+                    seeds.append(bytes([first]) + self.rng.randbytes(size))
+                    found = self._keep(seeds[-1])
                     if found is not None:
                         return found
+                if not self.corpus.inputs:  # no arc of the target's recorded (its files are an installed package's)
+                    for seed in seeds:  # mutate the seeds, unguided
+                        self.corpus.add(seed)
             while time.monotonic() < deadline and self.tried < last:
                 found = self._keep(self.corpus.next())
                 if found is not None:
