@@ -142,3 +142,22 @@ def test_growth_run_at_tiny_sizes_has_a_row_per_size_and_pinned_fraction(tmp_pat
         for name in ("put", "get", "read_into"):
             assert cell[f"aux_{name}_us"] > 0 and cell[f"vllm_{name}_us"] > 0, (name, cell)
     assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
+
+
+SEARCH_SCRIPT = REPO_ROOT / "benchmarks" / "bench_search.py"
+
+
+@pytest.mark.timeout(120)
+def test_search_benchmark_prints_every_part_for_both_targets() -> None:
+    """bench_search.py on a few inputs: the draw rows, then each part for auxstore and vLLM's module."""
+    if not _upstream().is_file():
+        pytest.skip(f"vLLM's store module not found at {_upstream()} (set AUXSTORE_UPSTREAM)")
+    command = [sys.executable, str(SEARCH_SCRIPT), "--inputs", "12"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=110, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr
+    parts = ["decode", "Reach.trace", "compare ", "arcs by coverage.py's C tracer", "arcs by Python tracer"]
+    for target in ("auxstore:BlockObjectStore (strict)", "vllm_store.py:BlockObjectStore (upstream)"):
+        block = proc.stdout.split(target, 1)[1].split("recording arcs", 1)[0]
+        assert all(part in block for part in parts), proc.stdout
+    assert "generators.inputs" in proc.stdout and "Hypothesis find(st.binary)" in proc.stdout
+    assert "(type CoverageArcs)" in proc.stdout  # the C tracer was the one measured
