@@ -236,7 +236,7 @@ def explore(
 # search's time: as much as when their inputs cost twice as much.
 GUIDED_EVERY = 5
 GUIDED_TURN = 3.0  # seconds of the coverage-guided search per turn
-GUIDED_INPUTS = 600  # inputs per turn under a count budget (--max-traces): one to two random ones
+GUIDED_INPUTS = 600  # inputs per guided turn under a count budget (--max-traces): half the random rounds' 1,200
 SHRINK_SECONDS = 10.0  # seconds the search may spend cutting the input it found
 SHRINK_INPUTS = 2000  # or, under a count budget, the inputs it may try
 SCOPES = (inputs.CLASSIC, inputs.SCALED_SCOPE)  # the random rounds' scopes, in turn
