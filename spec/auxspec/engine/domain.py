@@ -304,6 +304,7 @@ class Domain:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self._keys_seen: list[object] = []  # every key the trace being classified passed, in order
+        self._longest = 0  # and its longest key list or batch so far
 
     def trace(self, trace: Trace) -> TraceKeys:
         """Count the classes of ``trace``'s values; its distinct keys and
