@@ -284,8 +284,7 @@ def _put_number_trace() -> Trace:
         ops.append(Put(((f"k{number}", bytes([number % 256, 1])),)))
         if number % 3 == 0:
             ops.append(Get((f"k{number - number % 6}",)))
-    trace = Trace("strict", 16, 2, (*ops, Stats()))
-    return trace
+    return Trace("strict", 16, 2, (*ops, Stats()))
 
 
 def test_a_deep_counter_of_put_calls_shrinks_to_a_few_entries(tmp_path: Path) -> None:

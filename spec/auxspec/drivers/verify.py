@@ -8,8 +8,8 @@ then a random search in which ``generators.inputs`` draws bytes and
 alternating the classic scope and the scaled one (a swarm configuration,
 sizes across scales), with coverage-guided turns between; a divergence's
 input is cut down (a shorter input is a shorter trace) and its trace
-shrunk (``drivers.shrink``). ``Reach`` records the largest value each dimension reached. Last,
-``explore_large`` runs the traces of ``generators.large`` over a 2.2 GB
+shrunk (``drivers.shrink``). ``Reach`` records the largest value each
+dimension reached. Last, ``explore_large`` runs the traces of ``generators.large`` over a 2.2 GB
 store, whose offsets cross 2^30 and 2^31.
 """
 
@@ -125,6 +125,12 @@ def _judge(trace: Trace, target: Target, reach: Reach | None, every: int = 1) ->
     return compare(trace, target, reach.state, every=every)
 
 
+def _unknown(found: Divergence | None, known: frozenset[str]) -> Divergence | None:
+    """``found``, unless it falls under a deviation in ``known`` (one a
+    ``--keep-going`` run has recorded already)."""
+    return found if found is not None and found.deviation not in known else None
+
+
 def replay(vector: traces.Vector, target: Target) -> Divergence | None:
     """Replay a vector's trace; its recorded expectations must match the spec's
     (``auxspec vectors --check`` proves that) and the target must match both."""
@@ -169,12 +175,10 @@ def explore(
         tried += 1
         if progress and tried % 2000 == 0:
             progress(tried, max(deadline - time.monotonic(), 0.0))
-        found = _judge(decode(data, profile, target.features), target, reach)
-        return found if found is not None and found.deviation not in known else None
+        return _unknown(_judge(decode(data, profile, target.features), target, reach), known)
 
     def judge_again(data: bytes) -> Divergence | None:  # a shrink candidate: not a trace the search explored
-        found = compare(decode(data, profile, target.features), target)
-        return found if found is not None and found.deviation not in known else None
+        return _unknown(compare(decode(data, profile, target.features), target), known)
 
     rng = Random(seed)
     steered = _Guided(target, profile, Random(rng.getrandbits(64)), known) if PYTHON in target.features else None
@@ -295,8 +299,7 @@ class _Guided:
         self.tried += 1
         self.ops += len(trace.ops)
         with self.arcs:
-            found = compare(trace, self.target)
-        return found if found is not None and found.deviation not in self.known else None
+            return _unknown(compare(trace, self.target), self.known)
 
     def turn(self, seconds: float) -> Divergence | None:
         """Search for ``seconds``; a shrunk divergence, or None."""
@@ -361,8 +364,8 @@ def exhaust(
         # state after every op is still compared, once (a divergence is then
         # replayed op by op, as compare does). A port process answers a third
         # fewer requests.
-        found = _judge(trace, target, reach, every=max(len(trace.ops), 1))
-        if found is not None and found.deviation not in known:
+        found = _unknown(_judge(trace, target, reach, every=max(len(trace.ops), 1)), known)
+        if found is not None:
             return found, scope
     return None, scope
 
@@ -874,10 +877,10 @@ def explore_large(
             step = max(reached[0] - 1, -1)
             found = Divergence(trace, step, "the call returns (the watchdog's limits)", f"stopped: {overrun}")
         del trace  # its payloads go before the next trace's are made
-        if found is not None and found.deviation not in known:
+        found = _unknown(found, known)
+        if found is not None:
             name = made.name
             break
-        found = None
     seconds = time.monotonic() - started
     if reach is not None:
         reach.phase("large", tried, seconds, ops)

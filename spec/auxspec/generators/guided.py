@@ -5,9 +5,9 @@ coverage steers which codec inputs are mutated next.
 target's own code runs, with ``sys.settrace`` restricted to the target's
 files (not the spec's, the standard library's or installed packages'), so
 the cost falls on the target's frames only; ``CoverageArcs`` counts the
-same with coverage.py's C tracer, about twice as fast, and
-``target_arcs`` picks it when coverage.py is installed. ``Corpus`` keeps every input
-that reached an arc no earlier input reached, and makes the next input by
+same with coverage.py's C tracer, about twice as fast, and ``target_arcs``
+picks it when coverage.py is installed. ``Corpus`` keeps every input that
+reached an arc no earlier input reached, and makes the next input by
 mutating one of them (libFuzzer's kinds of mutation: flip, set to a boundary
 value, insert, erase, copy a run, splice two inputs). An input is bytes for
 ``engine.codec.decode``, and a driver judges it with the one compare; this
@@ -122,8 +122,8 @@ def target_arcs() -> CoverageArcs | Arcs:
     """The fastest arc recorder this environment has: coverage.py's C tracer
     when coverage.py (a dependency of the ``verify`` extra) is installed and
     records as ``CoverageArcs`` reads it, else ``Arcs``. (Under a debugger's
-tracer, which ``CoverageArcs`` does not resume, set
-``AUXSPEC_PYTHON_TRACER=1``.)"""
+    tracer, which ``CoverageArcs`` does not resume, set
+    ``AUXSPEC_PYTHON_TRACER=1``.)"""
     if os.environ.get("AUXSPEC_PYTHON_TRACER"):
         return Arcs()
     try:
