@@ -4,6 +4,7 @@ codec inputs, judged by the one compare."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from random import Random
 from typing import Any
@@ -24,19 +25,25 @@ def _branchy(x: int) -> int:
 def test_arcs_count_new_branches_of_the_target_only_and_restore_the_tracer() -> None:
     before = sys.gettrace()
     arcs = Arcs(wanted=lambda filename: filename == __file__)
+    branchy = arcs.around(_branchy)
     with arcs:
-        _branchy(5)
+        assert branchy(5) == 1
     first = arcs.fresh
     assert first > 0 and sys.gettrace() is before
     with arcs:
-        _branchy(7)  # the same branch: nothing new
+        branchy(7)  # the same branch: nothing new
     assert arcs.fresh == first
     with arcs:
-        _branchy(1)  # the other branch
+        _branchy(1)  # the other branch, but not a call wrapped by around: not traced
+    assert arcs.fresh == first
+    branchy(1)  # wrapped, but outside a recording: not traced either
+    assert arcs.fresh == first and sys.gettrace() is before
+    with arcs:
+        branchy(1)  # the other branch
     assert arcs.fresh > first
     none = Arcs(wanted=lambda filename: False)
     with none:
-        _branchy(5)
+        none.around(_branchy)(5)
     assert none.fresh == 0 and not none.seen
 
 
@@ -45,28 +52,45 @@ def test_the_c_tracer_counts_new_branches_of_the_target_only_and_resumes_a_measu
 
     recorder = guided.target_arcs()
     assert isinstance(recorder, CoverageArcs)  # coverage.py is a dependency of the verify extra
-    branchy: dict[str, Any] = {}
-    exec(compile(_BRANCHY, "/nonexistent/auxspec-test/branchy.py", "exec"), branchy)
+    module: dict[str, Any] = {}
+    exec(compile(_BRANCHY, "/nonexistent/auxspec-test/branchy.py", "exec"), module)
+    branchy = recorder.around(module["branchy"])
     outer = coverage.Coverage(data_file=None, config_file=False)  # as pytest-cov measures a test run
     outer.start()
     try:
         with recorder:
-            branchy["branchy"](5)
+            assert branchy(5) == 1
         first = recorder.fresh
         assert first > 0 and type(sys.gettrace()).__name__ == "CTracer"  # the outer measurement goes on
         with recorder:
-            branchy["branchy"](7)  # the same branch: nothing new
+            branchy(7)  # the same branch: nothing new
         assert recorder.fresh == first
         with recorder:
-            branchy["branchy"](1)  # the other branch
+            module["branchy"](1)  # the other branch, but not a call wrapped by around: not traced
+        assert recorder.fresh == first
+        with recorder:
+            branchy(1)  # the other branch
         assert recorder.fresh > first
         before = recorder.fresh
         with recorder:
-            Reach().phase("x", 1, 1.0, 1)  # the spec's own code: not the target's
+            recorder.around(Reach().phase)("x", 1, 1.0, 1)  # the spec's own code: not the target's
         assert recorder.fresh == before == recorder.count
     finally:
         outer.stop()
     assert sys.gettrace() is None
+
+
+def test_the_c_tracer_records_a_target_that_raises_and_stays_balanced() -> None:
+    recorder = guided.target_arcs()
+    assert isinstance(recorder, CoverageArcs)
+    module: dict[str, Any] = {}
+    exec(compile(_RAISES, "/nonexistent/auxspec-test/raises.py", "exec"), module)
+    raises = recorder.around(module["raises"])
+    for x in (5, 1, 5):  # an exception unwinds the traced frames: later calls are still recorded
+        with recorder, contextlib.suppress(ValueError):
+            raises(x)
+        assert sys.gettrace() is None
+    assert recorder.count >= 4  # the entry, both branches and the two exits
 
 
 def test_the_python_tracer_on_request(monkeypatch: Any) -> None:
@@ -80,6 +104,7 @@ def test_without_coverage_py_the_python_tracer_records(monkeypatch: Any) -> None
 
 
 _BRANCHY = "def branchy(x):\n    if x > 3:\n        return 1\n    return 2\n"
+_RAISES = "def raises(x):\n    if x > 3:\n        raise ValueError(x)\n    return 2\n"
 
 
 def test_mutations_stay_bytes_and_within_the_length() -> None:
@@ -125,7 +150,6 @@ def test_the_guided_search_grows_a_corpus_on_the_bundled_store_and_finds_a_plant
 def test_a_target_whose_arcs_are_not_recorded_is_still_searched() -> None:
     # A port installed as a package: neither tracer records its files' arcs,
     # so no input is kept for a new one; the seeds are mutated instead.
-    search = _Guided(load_target(None), "strict", Random(1), frozenset())
-    search.arcs = Arcs(wanted=lambda filename: False)
+    search = _Guided(load_target(None), "strict", Random(1), frozenset(), Arcs(wanted=lambda filename: False))
     assert search.turn(0.5) is None
     assert search.tried > 8 and len(search.corpus.inputs) == 8 and search.arcs.count == 0

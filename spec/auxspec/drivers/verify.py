@@ -44,6 +44,7 @@ from auxspec.engine.compare import Divergence, compare, compare_stream
 from auxspec.engine.domain import SIZE_SWEEP, Domain
 from auxspec.engine.expect import expected_outcomes
 from auxspec.engine.ops import PYTHON, Trace
+from auxspec.engine.table import invoke
 from auxspec.engine.target import PortBroken, Target
 from auxspec.generators import exhaustive, guided, inputs, large
 from auxspec.generators.background import Scenario, background_scenario, scaled_background_scenario
@@ -286,9 +287,20 @@ class _Guided:
     the target's own arcs decide which codec inputs are kept and mutated;
     each input is decoded by the one codec and judged by the one compare."""
 
-    def __init__(self, target: Target, profile: str, rng: Random, known: frozenset[str]) -> None:
+    def __init__(
+        self,
+        target: Target,
+        profile: str,
+        rng: Random,
+        known: frozenset[str],
+        arcs: guided.Arcs | guided.CoverageArcs | None = None,
+    ) -> None:
         self.target, self.profile, self.rng, self.known = target, profile, rng, known
-        self.arcs = guided.target_arcs()
+        self.arcs = arcs or guided.target_arcs()
+        # The target as the compare drives it, its building and its op calls traced (nothing else).
+        self.traced = replace(
+            target, factory=self.arcs.around(target.factory), invoke=self.arcs.around(target.invoke or invoke)
+        )
         self.corpus = guided.Corpus(rng)
         self.tried = self.ops = 0
         self.seconds = 0.0
@@ -299,7 +311,7 @@ class _Guided:
         self.tried += 1
         self.ops += len(trace.ops)
         with self.arcs:
-            return _unknown(compare(trace, self.target), self.known)
+            return _unknown(compare(trace, self.traced), self.known)
 
     def turn(self, seconds: float) -> Divergence | None:
         """Search for ``seconds``; a shrunk divergence, or None."""

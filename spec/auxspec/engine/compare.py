@@ -188,11 +188,18 @@ def construct(
         return None, Err(kind)
 
 
-def apply(store: Any, op: Op, errors: Errors = (), classify: Classify | None = None) -> Outcome:
+def apply(
+    store: Any,
+    op: Op,
+    errors: Errors = (),
+    classify: Classify | None = None,
+    call: Callable[[Any, Op], Any] | None = None,
+) -> Outcome:
     """Run ``op`` on ``store``; the outcome is the value or the error kind
     (``errors``: a port's own exception classes and their kinds, tried first;
     then ``classify``, by default ``binding.classify``: a profile whose
-    documented errors are narrower passes its own).
+    documented errors are narrower passes its own; ``call``: how the call is
+    made, ``engine.table.invoke`` unless a target wraps it).
 
     An exception that no kind stands for propagates, and so does an
     ``AssertionError`` for an error without a message: both are divergences
@@ -200,7 +207,7 @@ def apply(store: Any, op: Op, errors: Errors = (), classify: Classify | None = N
     (``engine.calls.OddReturn``) propagates too.
     """
     try:
-        return Ok(invoke(store, op))
+        return Ok((call or invoke)(store, op))
     except OddReturn:
         raise
     except Exception as error:
@@ -572,7 +579,7 @@ def check_step(
     need more memory than this machine has (``target.needs_memory``), so a
     failure for memory raises ``NotRunnable``; otherwise it is a divergence."""
     try:
-        got = apply(store, op, target.errors)
+        got = apply(store, op, target.errors, call=target.invoke)
     except (MemoryError, NotRunnable) as error:  # NotRunnable: a port process's "resources" answer
         short = error if isinstance(error, NotRunnable) else _not_runnable(op.name, error, None)
         if roomy:  # no outcome of the spec's: this machine cannot run it

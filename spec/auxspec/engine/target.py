@@ -104,6 +104,10 @@ class Target:
     # port process that pipelines (docs/protocol.md, "Pipelining"). None:
     # every call is made when the compare loop reaches it.
     ahead: Ahead | None = None
+    # How the compare makes an op's call on a store: ``(store, op) -> value``.
+    # None: ``engine.table.invoke``. The guided phase passes that call wrapped
+    # so that only the target's own work is traced (``generators.guided``).
+    invoke: Callable[[Any, Any], Any] | None = None
 
 
 UPSTREAM_ENV = "AUXSTORE_UPSTREAM"

@@ -3,10 +3,12 @@ coverage steers which codec inputs are mutated next.
 
 ``Arcs`` records the line-to-line arcs (the branches taken) that the
 target's own code runs, with ``sys.settrace`` restricted to the target's
-files (not the spec's, the standard library's or installed packages'), so
-the cost falls on the target's frames only; ``CoverageArcs`` counts the
-same with coverage.py's C tracer, about twice as fast, and ``target_arcs``
-picks it when coverage.py is installed. ``Corpus`` keeps every input that
+files (not the spec's, the standard library's or installed packages');
+``CoverageArcs`` counts the same with coverage.py's C tracer, about twice as
+fast, and ``target_arcs`` picks it when coverage.py is installed. Either
+traces only inside the calls wrapped by its ``around`` (a driver wraps its
+calls into the target): a thread being traced runs every line slower, the
+spec's too, so the compare's own work is left untraced. ``Corpus`` keeps every input that
 reached an arc no earlier input reached, and makes the next input by
 mutating one of them (libFuzzer's kinds of mutation: flip, set to a boundary
 value, insert, erase, copy a run, splice two inputs). An input is bytes for
@@ -24,9 +26,11 @@ from collections.abc import Callable
 from pathlib import Path
 from random import Random
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 Tracer = Callable[[FrameType, str, Any], Any]
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _SPEC = str(Path(__file__).resolve().parents[1])  # the spec's own code (auxspec/) is not the target
 _LIBRARIES = ("stdlib", "platstdlib", "purelib", "platlib")  # the standard library and installed packages
@@ -43,11 +47,35 @@ def _is_target_file(filename: str) -> bool:
     return not resolved.startswith(_NOT_TARGET)
 
 
-class Arcs:
-    """The arcs (code, line from, line to) the target's code has run; while
-    it is active (``with arcs:``), ``fresh`` counts the arcs not seen before."""
+class _Recorder:
+    """What both recorders share: ``around``, and the tracer it switches on."""
+
+    def __init__(self) -> None:
+        self._tracer: Any = None  # what ``around`` traces with: set while recording (``with recorder:``)
+
+    def around(self, call: Callable[P, R]) -> Callable[P, R]:
+        """``call``, traced while it runs when inside ``with recorder:``."""
+
+        def traced(*args: P.args, **kwargs: P.kwargs) -> R:
+            tracer = self._tracer
+            if tracer is None:  # not recording: whatever traces the thread (a measurement's) is left alone
+                return call(*args, **kwargs)
+            sys.settrace(tracer)
+            try:
+                return call(*args, **kwargs)
+            finally:
+                sys.settrace(None)
+
+        return traced
+
+
+class Arcs(_Recorder):
+    """The arcs (code, line from, line to) the target's code has run in the
+    calls wrapped by ``around``; while it is active (``with arcs:``),
+    ``fresh`` counts the arcs not seen before."""
 
     def __init__(self, wanted: Callable[[str], bool] = _is_target_file) -> None:
+        super().__init__()
         self.seen: set[tuple[CodeType, int, int]] = set()
         self.fresh = 0
         self._wanted = wanted
@@ -56,10 +84,12 @@ class Arcs:
 
     def __enter__(self) -> Arcs:
         self._before = sys.gettrace()
-        sys.settrace(self._call)
+        sys.settrace(None)  # the calls wrapped by ``around`` are traced, the rest of the thread is not
+        self._tracer = self._call
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._tracer = None
         sys.settrace(self._before)  # whatever traced before (coverage's, say) goes on
 
     @property
@@ -91,13 +121,14 @@ class Arcs:
         return local
 
 
-class CoverageArcs:
+class CoverageArcs(_Recorder):
     """``Arcs``' job done by coverage.py's C tracer, about twice as fast on
     the target's lines (the Python tracer is a Python call per line): the
     arcs of the files coverage.py would measure, less the spec's own. Only
     ``fresh`` and ``count`` are kept: how many arcs, not which."""
 
     def __init__(self, coverage_module: Any) -> None:
+        super().__init__()
         self._coverage = coverage_module.Coverage(
             data_file=None, branch=True, config_file=False, omit=[_SPEC + "/*"], messages=False
         )
@@ -108,9 +139,16 @@ class CoverageArcs:
         # A coverage.py measurement already running (pytest-cov's) is paused,
         # and resumed by stop(); a tracer of another kind (a debugger's) is not.
         self._coverage.start()
+        # The C tracer start() installed: ``around`` installs it again around
+        # each call (coverage.py supports sys.settrace(sys.gettrace())), and
+        # between the calls the thread runs untraced. Threads that start now
+        # are traced whole, as before (coverage.py's threading hook).
+        self._tracer = sys.gettrace()
+        sys.settrace(None)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._tracer = None
         self._coverage.stop()
         # The collector's sets, one per file, before any report is made of them.
         now = sum(map(len, self._coverage._collector.data.values()))
@@ -134,7 +172,7 @@ def target_arcs() -> CoverageArcs | Arcs:
         # A branch in a file of no package (it need not exist): one the recorder must see.
         exec(compile("def probe(x):\n    if x:\n        return 1\n    return 2\n", _PROBE_FILE, "exec"), probe)
         with arcs:
-            probe["probe"](1)
+            arcs.around(probe["probe"])(1)
     except Exception:  # no coverage.py, or one whose collector is laid out otherwise
         return Arcs()
     return arcs if arcs.count > 0 else Arcs()
