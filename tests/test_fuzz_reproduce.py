@@ -168,11 +168,31 @@ def test_reproduce_replays_a_jsonl_file_as_a_trace(tmp_path: Path, capsys: pytes
     assert cli.main(["reproduce", str(path)]) == 0
 
 
+def test_a_trace_file_under_any_name_is_read_by_its_header(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # verify --out found.vec writes a vector by that name: the commands it prints must read it.
+    buggy = _buggy(tmp_path, "len-counts-unpinned")
+    trace = Trace("strict", 4, 2, (Put((("pinned", b"xx"),), ("pinned",)), Len()))
+    for name in ("found.vec", "found"):
+        path = tmp_path / name
+        traces.write(traces.vector_from_trace(trace, "case", "a pinned key, then len()"), path)
+        assert traces.header_format(path) == traces.FORMAT
+        assert cli.main(["reproduce", str(path), "--target", str(buggy)]) == 1
+        assert f"the trace in {name} " in capsys.readouterr().out
+        assert cli.main(["reproduce", str(path)]) == 0
+        assert cli.main(["explain", str(path)]) == 0
+        assert "len()" in capsys.readouterr().out
+    assert traces.header_format(tmp_path / "absent") is None
+    endless = tmp_path / "endless.vec"  # one line past the line limit: no header, and not read whole
+    endless.write_bytes(b'{"format": "' + b"x" * (traces.file_limits()[0] + 10) + b'"}\n')
+    assert traces.header_format(endless) is None
+    assert cli.main(["reproduce", str(endless)]) == 2
+
+
 def test_reproduce_refuses_what_it_cannot_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     other = tmp_path / "notes.txt"
     other.write_text("hello")
     assert cli.main(["reproduce", str(other)]) == 2
-    assert "neither a trace or vector file (.jsonl) nor a raw fuzzer input" in capsys.readouterr().err
+    assert "neither a trace or vector file (named .jsonl" in capsys.readouterr().err
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"format": "auxspec-trace"\n')
     assert cli.main(["reproduce", str(broken)]) == 2

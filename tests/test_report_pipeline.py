@@ -118,6 +118,10 @@ def test_a_background_counterexample_is_shrunk_written_and_replayed_with_its_sch
     assert violation.split("\n")[0].split(": ", 1)[1] in capsys.readouterr().out
     assert cli.main(["reproduce", str(out)]) == 0
     assert "agrees with the background spec" in capsys.readouterr().out
+    # Under another name (verify --out found.vec) it is still read as a background vector.
+    renamed = out.rename(tmp_path / "found.vec")
+    assert traces.is_background(renamed)
+    assert cli.main(["reproduce", str(renamed), "--target", str(CLOSE_DROPS_QUEUED)]) == 1
 
 
 def test_a_background_vector_keeps_faults_releases_and_bad_bounds(tmp_path: Path) -> None:

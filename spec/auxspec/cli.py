@@ -976,14 +976,17 @@ def _reproduce_remote(args: argparse.Namespace) -> int:
 
 def _reproduce_file(args: argparse.Namespace) -> int:
     path: Path = args.file
-    if path.suffix == ".jsonl" and not args.raw and traces.is_background(path):
+    if not args.raw and traces.is_background(path):
         return _reproduce_background(args)
     if not args.raw and remote_command.is_counterexample(path):
         return _reproduce_remote(args)
-    if path.suffix != ".jsonl" and path.suffix and not args.raw:
+    # A trace or vector: named .jsonl, or with a header line whatever its name (verify --out NAME).
+    held = not args.raw and (path.suffix == ".jsonl" or traces.header_format(path) is not None)
+    if not held and path.suffix and not args.raw:
         print(
-            f"auxspec: {path} is neither a trace or vector file (.jsonl) nor a raw fuzzer input (crash-*, "
-            "timeout-*, a corpus file: names without an extension); give --raw to decode it as fuzzer bytes",
+            f"auxspec: {path} is neither a trace or vector file (named .jsonl, or whose first line is a header "
+            'with "format") nor a raw fuzzer input (crash-*, timeout-*, a corpus file: names without an '
+            "extension); give --raw to decode it as fuzzer bytes",
             file=sys.stderr,
         )
         return 2
@@ -991,7 +994,7 @@ def _reproduce_file(args: argparse.Namespace) -> int:
     try:
         if args.exec_command and args.target:
             raise LookupError("give --target or --exec CMD, not both")
-        if path.suffix == ".jsonl" and not args.raw:
+        if held:
             trace = traces.load(path, held=True).trace
             how = f"the trace in {path.name} (profile {trace.profile})"
         else:
@@ -1001,7 +1004,7 @@ def _reproduce_file(args: argparse.Namespace) -> int:
             target, stop = verify.exec_target(args.exec_command, args.op_timeout)
         else:
             target = load_target(args.target)
-        if path.suffix != ".jsonl" or args.raw:
+        if not held:
             trace = decode(data, args.profile, target.features)  # as the harness decoded it
         missing = trace_needs(trace) - target.features
         if missing:

@@ -83,13 +83,7 @@ def dumps(violation: Violation, target: str, rate: float, engine: str = "redis",
 
 def is_counterexample(path: Path) -> bool:
     """Whether ``path`` starts with a remote counterexample's header."""
-    try:
-        with traces.open_file(path) as stream:  # a FIFO nobody writes to reads as empty, not as a hang
-            first = stream.readline(1 << 16)
-        header = traces.parse_json(first.decode("utf-8"))  # bounded depth: a hostile first line is no header
-    except (OSError, ValueError):
-        return False
-    return isinstance(header, dict) and header.get("format") == FORMAT
+    return traces.header_format(path) == FORMAT
 
 
 def load(path: Path) -> Counterexample:

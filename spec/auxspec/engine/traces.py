@@ -1065,20 +1065,26 @@ def _step_runs(steps: tuple[Op | int, ...]) -> Iterator[tuple[Op | int, int]]:
         yield step, times
 
 
-def is_background(path: Path) -> bool:
-    """Whether the file at ``path`` starts with a background vector's header."""
+def header_format(path: Path) -> str | None:
+    """The ``format`` of the header line of the file at ``path``, whatever
+    its name; None when its first line is no JSON object with a string
+    ``format`` (not UTF-8, not JSON, longer than the line limit) or the file
+    cannot be read. Readers tell a trace or vector file from a fuzzer's raw
+    input by this, so a file verify wrote under any name replays."""
+    limit, _ = file_limits()
     try:
         with open_file(path) as stream:  # a FIFO with no writer reads as empty
-            first = next(lines_of(stream, str(path)), None)
-    except (OSError, TraceError):
-        return False
-    if first is None:
-        return False
-    try:
-        header = parse_json(first[1])
-    except (TraceError, ValueError):
-        return False
-    return isinstance(header, dict) and header.get("format") == BACKGROUND_FORMAT
+            first = stream.readline(limit + 1)
+        header = parse_json(first.decode("utf-8"))  # bounded depth: a hostile first line is no header
+    except (OSError, TraceError, ValueError):
+        return None
+    found = header.get("format") if isinstance(header, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def is_background(path: Path) -> bool:
+    """Whether the file at ``path`` starts with a background vector's header."""
+    return header_format(path) == BACKGROUND_FORMAT
 
 
 def load_background(path: Path) -> BackgroundVector:

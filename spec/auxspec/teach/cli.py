@@ -107,7 +107,7 @@ def read_input(path: Path, profile: str = "strict", fuzz: bool = False, features
     (any file, with ``fuzz``). Read within ``traces.file_limits()``.
 
     raises: TraceError"""
-    if not fuzz and (path.suffix == ".jsonl" or _looks_like_trace(path)):
+    if not fuzz and (path.suffix == ".jsonl" or traces.header_format(path) is not None):
         vector = traces.load(path, held=True)
         notes: tuple[str, ...] = ()
         if vector.description.startswith(FOUND_BY):
@@ -123,26 +123,10 @@ def read_input(path: Path, profile: str = "strict", fuzz: bool = False, features
     return Input(trace, path.name, "", None, (note,))
 
 
-def _looks_like_trace(path: Path) -> bool:
-    """Whether the first line of ``path`` is a JSON object with ``format``
-    (read within the line limit: a file of one endless line is no trace)."""
-    limit, _ = traces.file_limits()
-    try:
-        with traces.open_file(path) as stream:
-            first = stream.readline(limit + 1)
-    except OSError as error:
-        raise TraceError(f"{path}: cannot read: {error}") from None
-    try:
-        header = traces.parse_json(first.decode("utf-8"))
-    except ValueError:  # not UTF-8, not JSON, too deep
-        return False
-    return isinstance(header, dict) and "format" in header
-
-
 def explain(args: argparse.Namespace) -> int:
     if not args.fuzz and remote_command.is_counterexample(args.file):
         return _explain_remote(args)
-    if not args.fuzz and args.file.suffix == ".jsonl" and traces.is_background(args.file):
+    if not args.fuzz and traces.is_background(args.file):
         return explain_background(args)
     target: Target | None = None
     stop = None
