@@ -15,7 +15,9 @@ three rounds):
   (``Reach.trace``);
 - the compare (``engine.compare.compare``, every op compared whole), alone
   and with each arc recorder of the guided phase (coverage.py's C tracer,
-  the Python tracer), with the recorders' ratio.
+  the Python tracer) tracing the target's calls as the phase does, with the
+  recorders' ratio; and with the C tracer left on for the whole compare
+  (what the phase did until 2026-12-07).
 
 The phases' own figures (ops per second as a run reaches them) are in the
 scope report: ``auxspec verify --json``, ``scope.phases``.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import time
 from collections.abc import Callable
 from random import Random
@@ -34,7 +37,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from auxspec.drivers.verify import SCOPES, Reach
+from auxspec.drivers.verify import SCOPES, Reach, traced_calls
 from auxspec.engine.codec import SCALED, SPECIAL_SIZES, decode
 from auxspec.engine.compare import compare
 from auxspec.engine.target import Target, load_target, upstream_path
@@ -104,14 +107,29 @@ def bench(target: Target, profile: str, inputs: list[bytes]) -> None:
     for name, recorder in recorders.items():
 
         def run(recorder: Any = recorder) -> None:
+            calls = traced_calls(target, recorder)  # as the guided phase drives it
             for trace in traces:
                 with recorder:
-                    compare(trace, target)
+                    compare(trace, calls)
 
         traced[name] = _best(run)
         _row(f"compare, arcs by {name}", traced[name], ops, f"(type {type(recorder).__name__})")
     c_cost, python_cost = (traced[name] - plain for name in recorders)
     print(f"  recording arcs: the C tracer costs {c_cost / python_cost:.2f}x the Python tracer's")
+    whole = guided.target_arcs()
+
+    def run_whole() -> None:  # the whole compare traced, as until 2026-12-07
+        for trace in traces:
+            with whole:
+                sys.settrace(whole._tracer)  # the C tracer that around() would switch on, left on
+                try:
+                    compare(trace, target)
+                finally:
+                    sys.settrace(None)
+
+    before = _best(run_whole)
+    _row("compare, C tracer on the whole compare", before, ops, "(as until 2026-12-07)")
+    print(f"  the target's calls traced, not the whole compare: {(before - plain) / c_cost:.2f}x less tracer cost")
 
 
 def main() -> None:

@@ -282,6 +282,13 @@ def shrink_input(
     return best, found
 
 
+def traced_calls(target: Target, arcs: guided.Arcs | guided.CoverageArcs) -> Target:
+    """``target`` as the guided phase drives it: its building and its op
+    calls traced by ``arcs`` (inside ``with arcs:``), the compare's own work
+    (the spec's steps, snapshots, invariants) not."""
+    return replace(target, factory=arcs.around(target.factory), invoke=arcs.around(target.invoke or invoke))
+
+
 class _Guided:
     """The coverage-guided search for a Python target (``generators.guided``):
     the target's own arcs decide which codec inputs are kept and mutated;
@@ -297,10 +304,7 @@ class _Guided:
     ) -> None:
         self.target, self.profile, self.rng, self.known = target, profile, rng, known
         self.arcs = arcs or guided.target_arcs()
-        # The target as the compare drives it, its building and its op calls traced (nothing else).
-        self.traced = replace(
-            target, factory=self.arcs.around(target.factory), invoke=self.arcs.around(target.invoke or invoke)
-        )
+        self.traced = traced_calls(target, self.arcs)
         self.corpus = guided.Corpus(rng)
         self.tried = self.ops = 0
         self.seconds = 0.0
