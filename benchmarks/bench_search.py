@@ -85,7 +85,7 @@ def _draws(count: int) -> list[bytes]:
 
 
 def _row(name: str, seconds: float, ops: int, note: str = "") -> None:
-    print(f"  {name:34} {1e6 * seconds / ops:8.1f} µs/op  {note}")
+    print(f"  {name:42} {1e6 * seconds / ops:8.1f} µs/op  {note}")
 
 
 def bench(target: Target, profile: str, inputs: list[bytes]) -> None:

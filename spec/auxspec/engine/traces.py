@@ -1071,8 +1071,8 @@ def header_format(path: Path) -> str | None:
     ``format`` (not UTF-8, not JSON, longer than the line limit) or the file
     cannot be read. Readers tell a trace or vector file from a fuzzer's raw
     input by this, so a file verify wrote under any name replays."""
-    limit, _ = file_limits()
     try:
+        limit, _ = file_limits()  # a bad limit variable: the reader that follows says so
         with open_file(path) as stream:  # a FIFO with no writer reads as empty
             first = stream.readline(limit + 1)
         header = parse_json(first.decode("utf-8"))  # bounded depth: a hostile first line is no header
