@@ -39,6 +39,12 @@ class Contract:
     def empty(self) -> bool:
         return not (self.pre or self.post)
 
+    @property
+    def reads_old(self) -> bool:
+        """Whether a condition reads ``__old__`` (the arguments before the
+        call): only then are they copied, which costs more than the step."""
+        return any("__old__" in code.co_names for _, code in self.pre + self.post)
+
 
 @cache
 def contract_of(function: Callable[..., Any]) -> Contract:
@@ -60,25 +66,39 @@ def contract_of(function: Callable[..., Any]) -> Contract:
     return Contract(tuple(pre), tuple(post), tuple(raises))
 
 
+@cache
 def checked(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function`` with its contract evaluated around every call."""
+    """``function`` with its contract evaluated around every call (one
+    wrapper per function, made once: the model harness wraps the module's
+    functions for every input)."""
     contract = contract_of(function)
     if contract.empty:
         return function
     signature = inspect.signature(function)
     scope = inspect.unwrap(function).__globals__
+    reads_old = contract.reads_old
+    # The common call, every argument given by position and none defaulted,
+    # is bound by zipping the names: Signature.bind costs more than most steps.
+    positional = tuple(
+        name for name, parameter in signature.parameters.items() if parameter.kind is parameter.POSITIONAL_OR_KEYWORD
+    )
+    plain = len(positional) == len(signature.parameters)
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
+        if plain and not kwargs and len(args) == len(positional):
+            arguments = dict(zip(positional, args, strict=True))
+        else:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = bound.arguments
         # One namespace: a comprehension inside a condition sees only globals.
-        names = {**scope, **bound.arguments}
-        shown = dict(bound.arguments)
-        # ``__old__``: the arguments as they were before the call (a step may change those its post[...] names).
-        names["__old__"] = SimpleNamespace(**copy.deepcopy(bound.arguments))
+        names = {**scope, **arguments}
+        if reads_old:
+            # ``__old__``: the arguments as they were before the call (a step may change those its post[...] names).
+            names["__old__"] = SimpleNamespace(**copy.deepcopy(arguments))
         for text, code in contract.pre:
             if not eval(code, names):  # the model's own docstring lines
-                raise ContractViolation(f"{function.__name__}: precondition {text!r} does not hold for {shown}")
+                raise ContractViolation(f"{function.__name__}: precondition {text!r} does not hold for {arguments}")
         try:
             result = function(*args, **kwargs)
         except contract.raises:
@@ -86,9 +106,10 @@ def checked(function: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as error:
             unexpected = f"{function.__name__} raised {error!r}, which its contract does not allow"
             raise ContractViolation(unexpected) from error
-        names["__return__"] = shown["__return__"] = result
+        names["__return__"] = result
         for text, code in contract.post:
             if not eval(code, names):
+                shown = {**arguments, "__return__": result}
                 raise ContractViolation(f"{function.__name__}: postcondition {text!r} does not hold for {shown}")
         return result
 
@@ -111,6 +132,13 @@ class Checked:
         return found
 
 
+@cache
+def _contracted(function: Callable[..., Any], module: str) -> bool:
+    """Whether ``function`` is of ``module`` and has a contract (asked of
+    every function of the module, for every input the model harness runs)."""
+    return function.__module__ == module and not contract_of(function).empty
+
+
 @contextmanager
 def checked_throughout(module: ModuleType) -> Iterator[None]:
     """Every function of ``module`` that has a contract replaced by its checked
@@ -121,7 +149,7 @@ def checked_throughout(module: ModuleType) -> Iterator[None]:
     originals = {
         name: value
         for name, value in vars(module).items()
-        if inspect.isfunction(value) and value.__module__ == module.__name__ and not contract_of(value).empty
+        if inspect.isfunction(value) and _contracted(value, module.__name__)
     }
     for name, value in originals.items():
         setattr(module, name, checked(value))
