@@ -13,8 +13,12 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["auxstore", "auxspec"]):
-    from auxspec.drivers.fuzzing import deduplicated, invariant_teeth, libfuzzer_argv
+with atheris.instrument_imports(include=["auxstore"]):
+    import auxstore  # noqa: F401  (instrumented: its check_invariants() is under test)
+from auxspec.drivers.fuzzing import deduplicated, instrument, invariant_teeth, libfuzzer_argv
+from auxspec.models import sequential
+
+instrument(sequential)  # the model's violations(), the other check under test
 
 
 def main() -> None:

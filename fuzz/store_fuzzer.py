@@ -19,7 +19,6 @@ process, so the feedback is the model's and the decoder's.
 """
 
 import importlib
-import importlib.util
 import os
 import sys
 
@@ -57,18 +56,11 @@ if COMMAND is None:
     TARGET = load_target(f"{MODULE}:{CLASS}" if CLASS else MODULE)
     TestOneInput = differential(TARGET, profile_from_env("strict"), reproduce=target_args_from_env())
 else:
-    import auxstore  # noqa: F401  (the spec's binding imports it: not the code under test here)
+    from auxspec.drivers.fuzzing import exec_differential, instrument, libfuzzer_argv, profile_from_env
+    from auxspec.engine import codec
+    from auxspec.models import sequential
 
-    SPEC = os.path.dirname(importlib.util.find_spec("auxspec").origin)  # type: ignore[union-attr]
-    WANTED = {"auxspec.models.sequential", "auxspec.engine.codec"}  # what the inputs reach of the spec
-    OTHERS = [
-        "auxspec." + os.path.relpath(os.path.join(top, name), SPEC)[:-3].replace(os.sep, ".").removesuffix(".__init__")
-        for top, _, names in os.walk(SPEC)
-        for name in names
-        if name.endswith(".py")
-    ]
-    with atheris.instrument_imports(include=["auxspec"], exclude=[m for m in OTHERS if m not in WANTED]):
-        from auxspec.drivers.fuzzing import exec_differential, libfuzzer_argv, profile_from_env
+    instrument(sequential, codec)  # what the inputs reach of the spec: the port is another process
     TestOneInput = exec_differential(COMMAND, profile_from_env("strict"))
 
 

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import io
 import json
 import os
 import re
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import FunctionType, ModuleType
+from typing import Any
 
 from auxspec.checks import corruptions
 from auxspec.checks.contracts import ContractViolation, checked_throughout
@@ -200,6 +203,47 @@ def auxspec_command() -> str:
     if script.is_file():
         return shlex.quote(str(script))
     return f"{shlex.quote(sys.executable)} -m auxspec.cli"
+
+
+def instrument(*modules: ModuleType) -> int:
+    """Atheris's coverage (and comparison) instrumentation on the code written
+    in ``modules`` and nothing else, after they are imported; how many
+    functions were instrumented. A harness's feedback should come from its
+    code under test: ``atheris.instrument_imports`` takes whole top-level
+    packages (all of ``auxspec``, the decoder and the engine included, which
+    run the same way on every input and cost instrumented time on each).
+    Each function's code is replaced in place, so every reference to it
+    (a table row, another module's import) runs the instrumented code."""
+    import atheris  # type: ignore[import-untyped]  # the fuzz extra's, only a harness calls this
+
+    seen: set[int] = set()
+    count = 0
+    for module in modules:
+        for function in _written_in(module, vars(module), seen):
+            atheris.instrument_func(function)
+            count += 1
+    return count
+
+
+def _written_in(module: ModuleType, namespace: Mapping[str, Any], seen: set[int]) -> Iterator[FunctionType]:
+    """The functions of ``namespace`` (a module's, or a class's of it) whose
+    code is in ``module``'s file: methods, properties, static and class
+    methods and decorated functions (unwrapped) included, each once."""
+    for value in list(namespace.values()):
+        if isinstance(value, type):
+            if value.__module__ == module.__name__ and id(value) not in seen:
+                seen.add(id(value))
+                yield from _written_in(module, vars(value), seen)
+            continue
+        parts = (value.fget, value.fset, value.fdel) if isinstance(value, property) else (value,)
+        for part in parts:
+            if isinstance(part, (staticmethod, classmethod)):
+                part = part.__func__
+            with contextlib.suppress(ValueError):  # a wrapper chain that loops
+                part = inspect.unwrap(part) if callable(part) else part
+            if isinstance(part, FunctionType) and part.__code__.co_filename == module.__file__ and id(part) not in seen:
+                seen.add(id(part))
+                yield part
 
 
 def libfuzzer_argv(argv: list[str]) -> list[str]:
