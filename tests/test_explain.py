@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -336,3 +337,19 @@ def test_explain_of_a_wide_store_prints_no_line_past_160(tmp_path: Path, capsys:
     assert max(map(len, coloured.splitlines())) <= 160
     assert cli.main(["explain", str(path), "--color", "never", "--verbose"]) == 0
     assert max(map(len, capsys.readouterr().out.splitlines())) > 160  # whole, as asked
+
+
+def test_a_call_repeated_with_the_same_picture_is_one_step(capsys: pytest.CaptureFixture[str]) -> None:
+    # A trace file's "times": 39 is 39 steps; drawn once each they would be 39 screens alike.
+    put = Put((("a", b"11"),))
+    trace = Trace("strict", 6, 2, (put,) * 40 + (Get(("a",)),) * 30 + (Put((("b", b"22"),)),))
+    line = timeline(trace)
+    shown = [body[0] for _, body in terminal.folded(line)]
+    titles = ["".join(text for text, _ in title) for title in shown]
+    assert [title.split("  ")[0] for title in titles] == ["step 1/71", "steps 2-40/71", "steps 41-70/71", "step 71/71"]
+    assert titles[1].endswith("× 39") and titles[2].endswith("× 30")
+    text = terminal.plain(line)
+    assert len(text.splitlines()) < 40 and "steps 2-40/71" in text
+    # The step that diverges is never folded: it is shown alone, with the run before it folded.
+    apart = terminal.folded(replace(line, diverges_at=20))
+    assert [step.number for step, _ in apart] == [1, 2, 20, 21, 41, 71]

@@ -146,12 +146,34 @@ def _console(file: IO[str], width: int | None = None) -> Console:
     return Console(file=file, force_terminal=True, width=wide, highlight=False)
 
 
+def folded(line: Timeline) -> list[tuple[Step, list[Line]]]:
+    """Each step with its lines, a run of the same call that shows the same
+    picture every time folded into one, titled "steps 2-40/70 ... × 39" (a
+    call a trace file writes once with ``times``: one step per call would be
+    a screen per call). The diverging step stands alone."""
+    total = len(line.steps)
+    out: list[tuple[Step, list[Line]]] = []
+    count = 1
+    for step in line.steps:
+        body = step_lines(step, total)
+        apart = line.diverges_at in (step.number, out[-1][0].number if out else None)
+        if out and not apart and out[-1][0].call == step.call and out[-1][1][1:] == body[1:]:
+            count += 1
+            first = out[-1][0]
+            title: Line = [(f"steps {first.number}-{step.number}/{total}  ", "bold"), (step.call, "bold")]
+            out[-1] = (first, [[*title, (f"  × {count:,}", "bold")], *body[1:]])
+        else:
+            count = 1
+            out.append((step, body))
+    return out
+
+
 def plain(line: Timeline, full: bool = False) -> str:
     """The whole timeline as plain text (each line within ``WIDTH`` unless ``full``)."""
     out = [_plain(x, full) for x in header_lines(line)]
-    for step in line.steps:
+    for _, body in folded(line):
         out.append("")
-        out.extend(_plain(x, full) for x in step_lines(step, len(line.steps)))
+        out.extend(_plain(x, full) for x in body)
     return "\n".join(out) + "\n"
 
 
@@ -174,8 +196,7 @@ def show(
     console = _console(out, width)
     for x in header_lines(line):
         console.print(_text(x))
-    for step in line.steps:
-        body = step_lines(step, len(line.steps))
+    for step, body in folded(line):
         diverged = line.diverges_at == step.number
         console.print(
             Panel(
