@@ -10,6 +10,7 @@ difference). Another target without editing this file:
     AUXSPEC_TARGET=mypkg.store:MyStore ./fuzz/store_fuzzer.py fuzz/corpus/store
     AUXSPEC_TARGET=path/to/port.py AUXSPEC_PROFILE=upstream ./fuzz/store_fuzzer.py
     ./fuzz/store_fuzzer.py --exec ports/c/auxport fuzz/corpus/store   # a port process (docs/protocol.md)
+    AUXSPEC_EXEC=ports/c/auxport ./fuzz/store_fuzzer.py fuzz/corpus/store   # the same
 
 Coverage feedback comes from the code under test only (docs/fuzzing.md,
 "What is instrumented"): the target's module, imported first under
@@ -24,9 +25,14 @@ import sys
 
 import atheris
 
+EXEC_ENV = "AUXSPEC_EXEC"  # --exec CMD as the fork-mode workers get it
+
 
 def _exec_command(argv: list[str]) -> tuple[str | None, list[str]]:
-    """``--exec CMD`` (or ``--exec=CMD``) taken out of ``argv``."""
+    """``--exec CMD`` (or ``--exec=CMD``) taken out of ``argv``, else
+    ``AUXSPEC_EXEC``. libFuzzer's fork, merge and minimize modes re-run the
+    harness with its own flags only: the command goes to them through the
+    environment, or they would fuzz the bundled store instead of the port."""
     rest, command, args = [argv[0]], None, iter(argv[1:])
     for arg in args:
         if arg == "--exec":
@@ -35,6 +41,12 @@ def _exec_command(argv: list[str]) -> tuple[str | None, list[str]]:
             command = arg.split("=", 1)[1]
         else:
             rest.append(arg)
+    if command is None:
+        command = os.environ.get(EXEC_ENV) or None
+    elif os.environ.get(EXEC_ENV, command) != command:
+        sys.exit(f"store_fuzzer: --exec {command!r} and {EXEC_ENV}={os.environ[EXEC_ENV]!r} disagree: give one")
+    else:
+        os.environ[EXEC_ENV] = command
     return command, rest
 
 

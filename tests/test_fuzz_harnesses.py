@@ -10,6 +10,7 @@ bug gets up to 60 s from an empty corpus (it is found in seconds).
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -154,10 +155,14 @@ def _reproduce_lines(output: str) -> list[str]:
 def test_planted_bug_gives_one_finding_whose_command_reproduces_it(tmp_path: Path) -> None:
     source = STORE_SOURCE.read_text()
     assert source.count(LEN_BUG[0]) == 1, f"the planted bug no longer applies to {STORE_SOURCE}"
-    buggy = tmp_path / "buggy_len_store.py"
+    # A checkout in a folder with a space: libFuzzer's fork mode passes its
+    # flags (the corpus, the dictionary, the artifacts) through the shell unquoted.
+    work = tmp_path / "my fuzzing"
+    shutil.copytree(FUZZ, work / "fuzz", ignore=shutil.ignore_patterns("artifacts"))
+    buggy = work / "buggy_len_store.py"
     buggy.write_text(source.replace(*LEN_BUG))
-    artifacts = tmp_path / "artifacts"
-    command = [sys.executable, str(FUZZ / "run"), "--python", sys.executable, "--no-merge", "--jobs", "2"]
+    artifacts = work / "artifacts"
+    command = [sys.executable, str(work / "fuzz" / "run"), "--python", sys.executable, "--no-merge", "--jobs", "2"]
     # 30 s of the 60 allowed: the run lasts its whole --time, and the bug is found in seconds
     command += ["--time", str(FIND_SECONDS // 2), "--artifacts", str(artifacts), "store"]
     env = _env(AUXSPEC_TARGET=str(buggy))
@@ -172,7 +177,8 @@ def test_planted_bug_gives_one_finding_whose_command_reproduces_it(tmp_path: Pat
     hits = int(run.stdout.split("hits ", 1)[1].split(";", 1)[0])
     assert hits >= 1
     lines = [line for line in _reproduce_lines(run.stdout) if "auxspec" in line]
-    assert len(lines) == 1 and str(crashes[0]) in lines[0] and f"--target {buggy}" in lines[0], lines
+    assert len(lines) == 1 and shlex.quote(str(crashes[0])) in lines[0], lines
+    assert f"--target {shlex.quote(str(buggy))}" in lines[0], lines
     again = subprocess.run(
         lines[0], shell=True, capture_output=True, text=True, env=env, timeout=60, check=False
     )  # the printed command, as printed
@@ -206,11 +212,11 @@ def test_planted_bug_in_the_c_port_is_found_through_exec(tmp_path: Path) -> None
     assert crashes, f"no finding in {FIND_SECONDS} s (exit {code})\n{output[-3000:]}"
     print(f"C port bug: found in {seconds:.1f} s (process wall time)")
     lines = _reproduce_lines(output)
-    assert lines and f"--exec {port}" in lines[0], output[-3000:]
+    assert lines and f"--exec {shlex.quote(str(port))}" in lines[0], output[-3000:]
     again = subprocess.run(lines[0], shell=True, capture_output=True, text=True, env=_env(), timeout=60, check=False)
     assert again.returncode == 1 and "divergence at step" in again.stdout, again.stdout + again.stderr
     fixed = subprocess.run(
-        lines[0].replace(f"--exec {port}", "").split(),
+        shlex.split(lines[0].replace(f"--exec {shlex.quote(str(port))}", "")),
         capture_output=True,
         text=True,
         env=_env(),
@@ -218,3 +224,13 @@ def test_planted_bug_in_the_c_port_is_found_through_exec(tmp_path: Path) -> None
         check=False,
     )
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr  # the bundled store agrees on the same input
+
+
+@pytest.mark.timeout(120)
+def test_fork_mode_workers_drive_the_port_they_were_given(tmp_path: Path) -> None:
+    # libFuzzer re-runs the harness with its own flags only: --exec must reach
+    # the workers (through AUXSPEC_EXEC), or they fuzz the bundled store instead.
+    _, output, _ = _fuzz("store", tmp_path, 10, None, _env(), ["--exec", "/bin/false", "-fork=1"])
+    assert "ProtocolError: the port " in output and "(it exited with status 1)" in output, output[-3000:]
+    assert "cov: 0 ft: 0" in output and "exiting: 0" not in output, output[-3000:]
+    assert sorted((tmp_path / "artifacts").glob("crash-*")), output[-3000:]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -77,7 +78,7 @@ def discover() -> list[Port]:
 def command(port: Port, seed: int, max_time: float, out: Path) -> list[str]:
     # A port process gets 30 s per op rather than 5: on a loaded machine the
     # first answer (the process starting up) can take longer than 5 s.
-    exec_args = ["--exec", f"{AUXSPEC} serve {port.path}", "--op-timeout", "30"]
+    exec_args = ["--exec", f"{shlex.quote(str(AUXSPEC))} serve {shlex.quote(str(port.path))}", "--op-timeout", "30"]
     target = exec_args if port.drive == "exec" else [str(port.path)]
     return [
         str(AUXSPEC),
