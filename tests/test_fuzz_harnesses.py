@@ -230,7 +230,12 @@ def test_planted_bug_in_the_c_port_is_found_through_exec(tmp_path: Path) -> None
 def test_fork_mode_workers_drive_the_port_they_were_given(tmp_path: Path) -> None:
     # libFuzzer re-runs the harness with its own flags only: --exec must reach
     # the workers (through AUXSPEC_EXEC), or they fuzz the bundled store instead.
-    _, output, _ = _fuzz("store", tmp_path, 10, None, _env(), ["--exec", "/bin/false", "-fork=1"])
+    (tmp_path / "corpus").mkdir()
+    command = [sys.executable, str(FUZZ / "store_fuzzer.py"), "--exec", "/bin/false", "-fork=1", "-max_total_time=10"]
+    # No -dict: fork mode passes flags on through the shell unquoted, and this checkout's path may hold a space.
+    command += [f"-artifact_prefix={tmp_path}/", str(tmp_path / "corpus")]
+    ran = subprocess.run(command, capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=100, check=False)
+    output = ran.stderr + ran.stdout
     assert "ProtocolError: the port " in output and "(it exited with status 1)" in output, output[-3000:]
     assert "cov: 0 ft: 0" in output and "exiting: 0" not in output, output[-3000:]
-    assert sorted((tmp_path / "artifacts").glob("crash-*")), output[-3000:]
+    assert sorted(tmp_path.glob("crash-*")), output[-3000:]
