@@ -86,3 +86,29 @@ def test_the_invariants_harness_fails_on_a_toothless_model_invariant(monkeypatch
     monkeypatch.setattr(model, "violations", lambda s: [v for v in original(s) if "below 1" not in v])
     found = _first_finding(invariant_teeth, "invariants", ToothlessCheck)
     assert found is not None and "a count below 1" in found
+
+
+def _grows(counts: dict[str, int]) -> int:
+    """
+    post: all(key in __old__.counts for key in counts)
+    """
+    counts["new"] = 1
+    return len(counts)
+
+
+def _keeps(counts: dict[str, int]) -> int:
+    """
+    post: all(key in __old__.counts for key in counts)
+    """
+    return len(counts)
+
+
+def test_a_condition_reading_old_inside_a_comprehension_sees_the_arguments_before_the_call() -> None:
+    # Only conditions that read __old__ get the copy: the check must find the
+    # name inside a comprehension too, or the condition fails with a NameError.
+    from auxspec.checks.contracts import ContractViolation, checked, contract_of
+
+    assert contract_of(_grows).reads_old and contract_of(_keeps).reads_old
+    assert checked(_keeps)({"a": 1}) == 1
+    with pytest.raises(ContractViolation, match="postcondition"):
+        checked(_grows)({"a": 1})

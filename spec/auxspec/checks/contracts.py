@@ -43,7 +43,16 @@ class Contract:
     def reads_old(self) -> bool:
         """Whether a condition reads ``__old__`` (the arguments before the
         call): only then are they copied, which costs more than the step."""
-        return any("__old__" in code.co_names for _, code in self.pre + self.post)
+        return any("__old__" in _names(code) for _, code in self.pre + self.post)
+
+
+def _names(code: CodeType) -> set[str]:
+    """The global names ``code`` reads, a comprehension's inside it included."""
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            found |= _names(const)
+    return found
 
 
 @cache
