@@ -976,12 +976,13 @@ def _reproduce_remote(args: argparse.Namespace) -> int:
 
 def _reproduce_file(args: argparse.Namespace) -> int:
     path: Path = args.file
-    if not args.raw and traces.is_background(path):
+    header = None if args.raw else traces.header_format(path)  # read once: it names the kind of file
+    if header == traces.BACKGROUND_FORMAT:
         return _reproduce_background(args)
-    if not args.raw and remote_command.is_counterexample(path):
+    if header == remote_command.FORMAT:
         return _reproduce_remote(args)
     # A trace or vector: named .jsonl, or with a header line whatever its name (verify --out NAME).
-    held = not args.raw and (path.suffix == ".jsonl" or traces.header_format(path) is not None)
+    held = not args.raw and (path.suffix == ".jsonl" or header is not None)
     if not held and path.suffix and not args.raw:
         print(
             f"auxspec: {path} is neither a trace or vector file (named .jsonl, or whose first line is a header "
