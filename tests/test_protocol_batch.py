@@ -14,6 +14,7 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -22,7 +23,7 @@ from auxspec.drivers import protocol
 from auxspec.drivers.protocol import ProcessTarget, offer_of, process_target, schema, serve
 from auxspec.engine.codec import decode
 from auxspec.engine.compare import Divergence, compare
-from auxspec.engine.ops import Get, Put, Trace
+from auxspec.engine.ops import Close, Get, Put, Trace
 from auxspec.engine.target import load_target
 
 PY = shlex.quote(sys.executable)
@@ -253,3 +254,67 @@ def test_pipelining_hides_no_catch_of_a_subtle_port(port: tuple[Path, Path], nam
             made.close()
     assert found["in-process"], f"{name}: no trace of these catches it, so the test shows nothing"
     assert found["good"] == found["no-batch"] == found["in-process"]
+
+
+def test_a_divergence_just_before_a_close_op_leaves_the_port_in_step(port: tuple[Path, Path]) -> None:
+    # The wrong answer is judged after its snapshot, when the trace's own
+    # close is the next request sent ahead: the rest of the message is still
+    # dropped, and the next trace's new meets no answer of this one.
+    made = _start(port, "wrong")
+    try:
+        wrong = Trace("strict", 4, 2, (Put(AX), Get(("x",)), Close(), Get(("a",)), Put(AX)))
+        found = compare(wrong, made.target)
+        assert found is not None and found.step == 1, found
+        again = compare(Trace("strict", 4, 2, (Put(AX), Get(("a",)), Close(), Get(("a",)))), made.target)
+        assert again is None, again.render()
+    finally:
+        made.close()
+
+
+def _sent_early(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Records, for each store built with a plan, whether that plan was sent before the store was built."""
+    early: list[bool] = []
+    built = protocol.ProcessStore.__init__
+
+    def init(
+        self: protocol.ProcessStore, port: Any, max_bytes: Any, object_nbytes: Any, plan: Any = None, *rest: Any
+    ) -> None:
+        if plan is not None:
+            early.append(plan.started)
+        built(self, port, max_bytes, object_nbytes, plan, *rest)
+
+    monkeypatch.setattr(protocol.ProcessStore, "__init__", init)
+    return early
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", ["a_slot_index_3_bits", "c_count_in_3_bits"])
+def test_the_next_trace_sent_early_is_judged_as_alone(
+    port: tuple[Path, Path], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # verify's search names the trace it compares next (Target.upcoming): a
+    # pipelining port is sent it while the current one is judged. On a
+    # subtle buggy port, every trace diverges or not, at the same step with
+    # the same outcomes, as in this process; divergent traces, spec-refused
+    # stores and traces with close ops among them drop what was sent early.
+    served = SUBTLE / f"{name}.py"
+    here = load_target(str(served))
+    early = _sent_early(monkeypatch)
+    made = _start(port, "good", served)
+    try:
+        here = replace(here, features=made.target.features)
+        traces = _traces(200, made.target.features, 200)
+        assert made.target.upcoming is not None
+        got = []
+        for i, trace in enumerate(traces):
+            made.target.upcoming(traces[i + 1] if i + 1 < len(traces) else None)
+            got.append(compare(trace, made.target))
+    finally:
+        made.close()
+    want = [compare(trace, here) for trace in traces]
+    shown = [(d.step, d.want, d.got) if d is not None else None for d in want]
+    assert [(d.step, d.want, d.got) if d is not None else None for d in got] == shown
+    assert any(d is not None for d in want), f"{name}: no trace of these catches it, so the test shows nothing"
+    assert any(d is None for d in want)
+    assert sum(early) >= len(traces) // 2, early  # most traces were sent while the one before was judged
+    assert any(isinstance(op, Close) for trace in traces for op in trace.ops)

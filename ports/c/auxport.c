@@ -264,6 +264,14 @@ static bool parse_string(Parser *ps, char **out, size_t *outlen) {
             break;
         }
         if (c < 0x20) goto fail; /* control characters must be escaped */
+        if (c < 0x80 && c != '\\') { /* a run of plain ASCII (a payload's hex is one): one copy */
+            const char *run = ps->p;
+            while (ps->p < ps->end && (unsigned char)*ps->p >= 0x20 && (unsigned char)*ps->p < 0x80 &&
+                   *ps->p != '"' && *ps->p != '\\')
+                ps->p++;
+            buf_put(&b, run, (size_t)(ps->p - run));
+            continue;
+        }
         if (c != '\\') {
             size_t n = utf8_len((const unsigned char *)ps->p, (const unsigned char *)ps->end);
             if (!n) goto fail;
@@ -670,11 +678,12 @@ static unsigned char *from_hex(const char *s, size_t n, size_t *outlen) {
     unsigned char *out = xmalloc(n / 2 + 1);
     size_t len = 0;
     for (size_t i = 0; i < n;) {
-        if (s[i] && strchr(" \t\n\r\f\v", s[i])) {
+        int hi = hexval((unsigned char)s[i]);
+        if (hi < 0 && s[i] && strchr(" \t\n\r\f\v", s[i])) { /* looked for only where no digit is */
             i++;
             continue;
         }
-        int hi = hexval((unsigned char)s[i]), lo = i + 1 < n ? hexval((unsigned char)s[i + 1]) : -1;
+        int lo = i + 1 < n ? hexval((unsigned char)s[i + 1]) : -1;
         if (hi < 0 || lo < 0) {
             free(out);
             return NULL;

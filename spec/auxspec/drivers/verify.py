@@ -171,12 +171,13 @@ def explore(
     def spent() -> bool:
         return tried >= most or time.monotonic() > deadline
 
-    def judge(data: bytes) -> Divergence | None:
+    def judge(data: bytes, trace: Trace | None = None) -> Divergence | None:
         nonlocal tried
         tried += 1
         if progress and tried % 2000 == 0:
             progress(tried, max(deadline - time.monotonic(), 0.0))
-        return _unknown(_judge(decode(data, profile, target.features), target, reach), known)
+        trace = decode(data, profile, target.features) if trace is None else trace
+        return _unknown(_judge(trace, target, reach), known)
 
     def judge_again(data: bytes) -> Divergence | None:  # a shrink candidate: not a trace the search explored
         return _unknown(compare(decode(data, profile, target.features), target), known)
@@ -218,12 +219,25 @@ def explore(
         scope = SCOPES[rounds % GUIDED_EVERY % 2 if steered is not None else rounds % 2]
         rounds += 1
         stream = Random(rng.getrandbits(64))
-        for _ in range(round_size):
+        # Each input is drawn and decoded one ahead, so a target that
+        # pipelines (a port process) is sent the next trace while this one is
+        # judged; the inputs, and their order, are the same either way.
+        data = scope.draw(stream)
+        trace = decode(data, profile, target.features)
+        for number in range(round_size):
             if spent():
                 break
-            data = scope.draw(stream)
-            found = judge(data)
+            current, current_trace = data, trace
+            if number + 1 < round_size:
+                data = scope.draw(stream)
+                trace = decode(data, profile, target.features)
+                if target.upcoming is not None:
+                    target.upcoming(trace)
+            found = judge(current, current_trace)
             if found is not None:
+                if target.upcoming is not None:
+                    target.upcoming(None)
+                data = current
                 left = _shrink_budget(None if max_traces is None else SHRINK_INPUTS)
                 data, found = shrink_input(data, found, judge_again, left)
                 # Run once more for the report; a target that now agrees (its
