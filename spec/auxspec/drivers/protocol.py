@@ -243,16 +243,20 @@ def _stats(value: Any) -> bool:
 
 
 def _snapshot(value: Any) -> bool:
-    if not isinstance(value, dict) or set(value) != {"entries", "references", "closed"}:
+    if type(value) is not dict or value.keys() != {"entries", "references", "closed"}:
         return False
     entries, references = value["entries"], value["references"]
-    return (
-        isinstance(entries, list)
-        and all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and _is_hex(e[1]) for e in entries)
-        and isinstance(references, list)
-        and all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) and _int(r[1]) for r in references)
-        and type(value["closed"]) is bool
-    )
+    if type(entries) is not list or type(references) is not list or type(value["closed"]) is not bool:
+        return False
+    for entry in entries:  # (JSON makes no subclasses: exact types)
+        if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not str or type(entry[1]) is not str:
+            return False
+        if len(entry[1]) % 2:
+            return False
+    # Every payload's digits at once: one pass over their concatenation.
+    if not _is_hex("".join([entry[1] for entry in entries])):
+        return False
+    return all(type(r) is list and len(r) == 2 and type(r[0]) is str and _int(r[1]) for r in references)
 
 
 # The "ok" each op may answer; any other is a protocol error.
@@ -1024,14 +1028,15 @@ class Ports:
             self.restart()
         return ProcessStore(self.port, max_bytes, object_nbytes, plan, self.restart, self.following)
 
-    def upcoming(self, trace: Any) -> None:
-        """``Target.upcoming``: the trace compared next (every op's state
-        observed, as the search compares), or None. Its new and first ops
-        are sent once the current trace's requests all are."""
+    def upcoming(self, trace: Any, every: int = 1) -> None:
+        """``Target.upcoming``: the trace compared next, with the state
+        observed as ``compare(..., every=every)`` observes it, or None. Its
+        new and first ops are sent once the current trace's requests all are."""
         self._upcoming = None
         if trace is None or not trace.ops or "batch" not in self.handshake.capabilities:
             return
-        plan = self._plan(trace.ops, lambda i: True)
+        last = len(trace.ops) - 1
+        plan = self._plan(trace.ops, lambda i: every <= 1 or i == last or i % every == every - 1)
         plan.start({"op": "new", "max_bytes": trace.max_bytes, "object_nbytes": trace.object_nbytes})
         self._upcoming = plan
 
@@ -1059,7 +1064,7 @@ class Ports:
     def ahead(self, ops: tuple[Any, ...], observed: Callable[[int], bool]) -> Callable[[Any, Any], ProcessStore]:
         """A factory whose store sends ``ops`` ahead (``Target.ahead``)."""
         early = self._early[0] if self._early is not None else None
-        if early is not None and early.ops is ops and all(map(observed, range(len(ops)))):
+        if early is not None and early.ops is ops and all(early.observed(i) == observed(i) for i in range(len(ops))):
             return lambda max_bytes, object_nbytes: self.store(max_bytes, object_nbytes, early)
         return lambda max_bytes, object_nbytes: self.store(
             max_bytes, object_nbytes, self._plan(ops, observed) if ops else None

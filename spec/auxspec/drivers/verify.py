@@ -386,17 +386,30 @@ def exhaust(
     only for callers that must bound it."""
     scope = exhaustive.Scope()
     deadline = math.inf if max_time is None else time.monotonic() + max_time
-    for trace in exhaustive.traces(profile, scope=scope):
+    traces = exhaustive.traces(profile, scope=scope)
+    following = next(traces, None)
+
+    def cut_short() -> exhaustive.Scope:  # the trace drawn ahead was not judged: the scope says so
+        scope.traces -= following is not None
+        scope.complete = False
+        return scope
+
+    while following is not None:
+        trace, following = following, next(traces, None)
         if time.monotonic() > deadline:
-            return None, scope
+            return None, cut_short()
         # Every op's outcome, and the whole state after the last op only: the
         # scope holds every prefix of each trace as a trace of its own, so the
         # state after every op is still compared, once (a divergence is then
         # replayed op by op, as compare does). A port process answers a third
-        # fewer requests.
+        # fewer requests, and is sent the next trace while this one is judged.
+        if target.upcoming is not None:
+            target.upcoming(following, max(len(following.ops), 1) if following is not None else 1)
         found = _unknown(_judge(trace, target, reach, every=max(len(trace.ops), 1)), known)
         if found is not None:
-            return found, scope
+            if target.upcoming is not None:
+                target.upcoming(None)
+            return found, cut_short()
     return None, scope
 
 

@@ -104,10 +104,11 @@ class Target:
     # port process that pipelines (docs/protocol.md, "Pipelining"). None:
     # every call is made when the compare loop reaches it.
     ahead: Ahead | None = None
-    # Told the trace a search will compare next (or None: not known), so a
-    # target that sends calls ahead may send that trace's while the current
-    # one is judged; the compare of that trace then takes their answers.
-    upcoming: Callable[[Any], None] | None = None
+    # Told the trace a search will compare next and the ``every`` of that
+    # compare (or None: not known), so a target that sends calls ahead may
+    # send that trace's while the current one is judged; the compare of that
+    # trace then takes their answers.
+    upcoming: Callable[..., None] | None = None
     # How the compare makes an op's call on a store: ``(store, op) -> value``.
     # None: ``engine.table.invoke``. The guided phase passes that call wrapped
     # so that only the target's own work is traced (``generators.guided``).

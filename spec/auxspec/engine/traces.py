@@ -960,13 +960,16 @@ def parse_json(text: str) -> Any:
         value = json.loads(text)
     except RecursionError:
         raise ValueError(f"nested deeper than {MAX_DEPTH}") from None
+    if type(value) is not list and type(value) is not dict:
+        return value
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:  # a loop, not recursion: the value may nest a thousand deep
         item, depth = stack.pop()
-        if isinstance(item, (list, dict)):
-            if depth > MAX_DEPTH:
-                raise ValueError(f"nested deeper than {MAX_DEPTH}")
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_DEPTH}")
+        inner = depth + 1  # only containers are pushed: a line's many strings and numbers are passed over at once
+        children = item.values() if type(item) is dict else item
+        stack.extend([(child, inner) for child in children if type(child) is list or type(child) is dict])
     return value
 
 

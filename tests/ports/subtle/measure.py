@@ -179,6 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the table here (rewritten after every run)")
     parser.add_argument("--log", type=Path, help="append each result to this JSON Lines file")
     parser.add_argument(
+        "--drive",
+        choices=("file", "exec"),
+        default="file",
+        help="exec: drive every port through --exec 'auxspec serve PORT' (the pipelined protocol), "
+        "not only those whose DRIVE says so (issue 32: what a port in another language gets)",
+    )
+    parser.add_argument(
         "--render",
         type=Path,
         nargs="+",
@@ -192,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         ports = [p for p in ports if p.kind == args.kind]
     if args.only:
         ports = [p for p in ports if p.name in set(args.only)]
+    if args.drive == "exec":
+        for port in ports:
+            port.drive = "exec"
     for port in ports:
         for seed in args.seeds:
             port.results[seed] = run(port, seed, args.max_time, args.slack)
