@@ -3,6 +3,12 @@
 
     .venv/bin/python benchmarks/bench_exec.py '.venv/bin/auxspec serve' [--traces 400]
     .venv/bin/python benchmarks/bench_exec.py 'ports/c/auxport --batch'
+    .venv/bin/python benchmarks/bench_exec.py 'ports/c/auxport --batch' --search 3000
+
+``--search N``: verify's random phase itself (``drivers.verify.explore``,
+its own draws of the scaled and classic scopes, seed ``--seed``) for N
+traces through the port, against the same search in this process on the
+bundled store given the port's features (so no guided phase on either side).
 
 Random traces of the op alphabet (``engine.codec.decode``, the ops the port
 declared) go through ``engine.compare.compare`` on the bundled store in this
@@ -29,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from auxspec.drivers.protocol import ProcessTarget, process_target
+from auxspec.drivers.verify import Reach, explore
 from auxspec.engine.codec import decode
 from auxspec.engine.compare import compare
 from auxspec.engine.ops import Trace
@@ -53,13 +60,40 @@ def run(traces: list[Trace], target: Target, made: ProcessTarget) -> tuple[float
     return time.perf_counter() - wall, time.process_time() - cpu, port_cpu(made) - port
 
 
+def search(count: int, seed: int, target: Target, made: ProcessTarget) -> tuple[float, float, float, int]:
+    """(wall, verify CPU, port CPU, ops) of the random phase's first ``count`` traces."""
+    reach = Reach()
+    wall, cpu, port = time.perf_counter(), time.process_time(), port_cpu(made)
+    found, _ = explore(target, "strict", 1e9, seed=seed, reach=reach, max_traces=count)
+    assert found is None, found.render()  # a benchmark of a conforming port
+    return time.perf_counter() - wall, time.process_time() - cpu, port_cpu(made) - port, reach.ops_run
+
+
+def main_search(made: ProcessTarget, count: int, seed: int) -> None:
+    here = replace(load_target(None), features=made.target.features)
+    print(f"{made.target.label}: verify's random phase, {count} traces, seed {seed}")
+    for label, target in (("in-process", here), ("exec", made.target)) * 2:
+        wall, cpu, port, ops = search(count, seed, target, made)
+        print(
+            f"  {label:10}  {ops} ops  wall {wall:6.2f} s ({ops / wall:7,.0f} ops/s)  verify CPU {cpu:5.2f} s  "
+            f"port CPU {port:5.2f} s"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", help="the port command, as --exec takes it")
     parser.add_argument("--traces", type=int, default=400)
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--search", type=int, metavar="N", help="time verify's random phase for N traces instead")
     args = parser.parse_args()
     made = process_target(args.command)
+    if args.search:
+        try:
+            main_search(made, args.search, args.seed)
+        finally:
+            made.close()
+        return
     try:
         here = replace(load_target(None), features=made.target.features)
         rng = random.Random(args.seed)
