@@ -1015,7 +1015,6 @@ class Ports:
         # port it went to, until its compare takes it (``ahead``).
         self._upcoming: Plan | None = None
         self._early: tuple[Plan, PortProcess] | None = None
-        self._last: Plan | None = None
 
     def store(self, max_bytes: Any, object_nbytes: Any, plan: Plan | None = None) -> ProcessStore:
         early, self._early = self._early, None
@@ -1071,13 +1070,9 @@ class Ports:
         )
 
     def _plan(self, ops: tuple[Op, ...], observed: Callable[[int], bool]) -> Plan:
-        """A plan whose message sizes start where the last plan's ended: the
-        port's pace carries over from trace to trace."""
-        plan = Plan(ops, observed, "snapshot" in self.handshake.capabilities)
-        if self._last is not None:
-            plan.limit, plan.byte_limit = self._last.limit, self._last.byte_limit
-        self._last = plan
-        return plan
+        # Each trace starts again from small messages: a long life's wide puts
+        # can cost a slow port seconds per KiB, where the trace before was quick.
+        return Plan(ops, observed, "snapshot" in self.handshake.capabilities)
 
     def close(self) -> None:
         if self.port.in_flight:  # a trace sent early that no compare took: its answers are read first
