@@ -11,6 +11,7 @@ import random
 import shlex
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -322,3 +323,24 @@ def test_the_next_trace_sent_early_is_judged_as_alone(
     assert any(d is None for d in want)
     assert sum(early) >= len(traces) // 2, early  # most traces were sent while the one before was judged
     assert any(isinstance(op, Close) for trace in traces for op in trace.ops)
+
+
+def test_a_port_that_exits_on_the_trace_sent_early_is_started_again(port: tuple[Path, Path]) -> None:
+    # The port reads the next trace's early message and exits on it before
+    # that trace's compare starts: the trace is sent again, from its new, to
+    # a new process, and the exit is reported at its op.
+    made = _start(port, "crash")
+    try:
+        # Longer than a first message (64 requests), so part of it is still to send.
+        second = Trace("strict", 8, 2, (Put(AX), Get(("boom",)), *[Get(("a",))] * 40))
+        made.target.upcoming(second)
+        assert compare(Trace("strict", 8, 2, (Put(AX), Get(("a",)))), made.target) is None
+        deadline = time.monotonic() + 10
+        while made.ports.port.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not made.ports.port.alive()
+        found = compare(second, made.target)
+    finally:
+        made.close()
+    assert found is not None and found.step == 1, found
+    assert "the port broke" in found.actual and "exited" in found.actual, found.actual

@@ -1018,13 +1018,13 @@ class Ports:
 
     def store(self, max_bytes: Any, object_nbytes: Any, plan: Plan | None = None) -> ProcessStore:
         early, self._early = self._early, None
+        if not self.port.alive():  # what was sent ahead, early or not, is lost with it
+            self.restart()
         if early is None or plan is not early[0] or self.port.next_ahead() is not early[0].new:
             if self.port.in_flight:  # sent ahead, for a trace that stopped early or one sent early: dropped
                 self.port.abandon()
             if early is not None and plan is early[0]:  # its early requests were dropped or lost: start again
                 plan = self._plan(plan.ops, plan.observed)
-        if not self.port.alive():
-            self.restart()
         return ProcessStore(self.port, max_bytes, object_nbytes, plan, self.restart, self.following)
 
     def upcoming(self, trace: Any, every: int = 1) -> None:
@@ -1273,7 +1273,7 @@ def _answer(
     except Exception as error:
         raise _TargetRaised(f"{op} raised {type(error).__name__}: {error}") from None
     answer = outcome_to_json(outcome)
-    if type(answer.get("ok")) is str:  # a read's bytes, as bytes.hex() spelled them
+    if isinstance(getattr(outcome, "value", None), bytes):  # a read's bytes, as bytes.hex() spelled them
         answer["ok"] = Hex(answer["ok"])
     return answer
 
