@@ -281,7 +281,7 @@ def _sent_early(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
         self: protocol.ProcessStore, port: Any, max_bytes: Any, object_nbytes: Any, plan: Any = None, *rest: Any
     ) -> None:
         if plan is not None:
-            early.append(plan.started)
+            early.append(plan.new is not None)
         built(self, port, max_bytes, object_nbytes, plan, *rest)
 
     monkeypatch.setattr(protocol.ProcessStore, "__init__", init)

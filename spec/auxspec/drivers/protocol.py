@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
 from typing import IO, Any, cast
 
-from auxspec.engine.compare import apply
+from auxspec.engine.compare import apply, observed_steps
 from auxspec.engine.ops import (
     CORE,
     OBSERVE,
@@ -794,7 +794,7 @@ class ProcessStore:
         # What each op answered so far, for the replay after a lost message.
         self._answered: list[tuple[dict[str, Any], object]] = []
         new = {"op": "new", "max_bytes": max_bytes, "object_nbytes": object_nbytes}
-        if plan is not None and not plan.started:  # a plan started early (Ports.upcoming) sent its new already
+        if plan is not None and plan.new is None:  # a plan started early (Ports.upcoming) sent its new already
             plan.start(new)
         reply = self._request(new)
         if "error" in reply and self._plan is not None:  # the ops sent ahead meet no store: drop them
@@ -930,14 +930,12 @@ class Plan:
         self.limit, self.byte_limit = FIRST_BATCH, FIRST_BATCH_BYTES
         self._next = 0  # the next op to send
         self._put_bytes = 0  # the bytes of the puts sent: a snapshot's answer is at most 4 times that
-        self.started = False
         self.new: dict[str, Any] | None = None  # the new request, once started
 
     def start(self, new: dict[str, Any]) -> None:
         """Begin with the store's ``new`` request (the first message sends it)."""
         object_nbytes = new["object_nbytes"]
         self.first = self.new = new
-        self.started = True
         self.nbytes = object_nbytes if type(object_nbytes) is int and object_nbytes > 0 else 0
 
     def more(self) -> bool:
@@ -1034,8 +1032,7 @@ class Ports:
         self._upcoming = None
         if trace is None or not trace.ops or "batch" not in self.handshake.capabilities:
             return
-        last = len(trace.ops) - 1
-        plan = self._plan(trace.ops, lambda i: every <= 1 or i == last or i % every == every - 1)
+        plan = self._plan(trace.ops, observed_steps(len(trace.ops), every))
         plan.start({"op": "new", "max_bytes": trace.max_bytes, "object_nbytes": trace.object_nbytes})
         self._upcoming = plan
 

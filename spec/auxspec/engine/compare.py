@@ -464,6 +464,14 @@ def compare(
     return replace(coarse, actual=coarse.actual + note)
 
 
+def observed_steps(count: int, every: int, exact: int | None = None) -> Callable[[int], bool]:
+    """After which ops of a trace of ``count`` ops ``compare(every=every)``
+    observes the whole state: every ``every``-th op, the last one, and every
+    op from ``exact`` on (``_run``'s ``exact_from``)."""
+    last, exact = count - 1, count if exact is None else exact
+    return lambda i: every <= 1 or i == last or i % every == every - 1 or i >= exact
+
+
 def compare_stream(
     head: Trace, ops: Iterable[Op], target: Target, prefix: Callable[[int], tuple[Op, ...]], steps: int
 ) -> Divergence | None:
@@ -499,11 +507,10 @@ def _run(
     semantics = semantics or model
     built = initial_state(trace, semantics)
     want_new: Outcome = built if isinstance(built, Err) else Ok()
-    last = len(trace.ops) - 1
-    exact = last + 1 if exact_from is None else exact_from  # the state is observed after every op from here
+    observes = observed_steps(len(trace.ops), every, exact_from)  # the state is compared after these ops
     factory = target.factory
     if target.ahead is not None and ops is None and not isinstance(built, Err):  # a held trace, a store built
-        factory = target.ahead(trace.ops, lambda i: every == 1 or i == last or i % every == every - 1 or i >= exact)
+        factory = target.ahead(trace.ops, observes)
     try:
         store, got_new = construct(factory, trace, target.errors)
     except (MemoryError, NotRunnable) as error:  # NotRunnable: a port process's "resources" answer
@@ -543,7 +550,7 @@ def _run(
         for index, (op, before, after, want) in enumerate(spec_steps(trace, built, every, ops, semantics)):
             if on_state is not None:
                 on_state(after)
-            if every == 1 or index == last or index % every == every - 1 or index >= exact:
+            if observes(index):
                 found = check_step(store, op, want, observe(after), target, checker, trace.profile, roomy)
             else:
                 found = check_step(store, op, want, None, target, None, trace.profile, roomy)
